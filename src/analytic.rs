@@ -1,0 +1,175 @@
+//! Closed-form results the simulator is checked against, and which it reports beside its
+//! measurements: the ideal flow completion time on an empty fabric, the bandwidth-delay
+//! product, and M/D/1 queueing delay.
+//!
+//! Ideal FCT follows the same timing rules as the simulated fabric (serialization per hop
+//! in exact integer picoseconds, propagation, port-to-port latency, store-and-forward or
+//! cut-through) with no other traffic: the first packet crosses every hop, the rest follow
+//! at the bottleneck link's pace. It is computed by the flow-shop recurrence
+//! `start(i, j+1) = max(ready(i, j+1), end(i-1, j+1))`, which is exact for any mix of link
+//! rates and a short last packet.
+
+use crate::scenario::schema::Forwarding;
+use crate::scenario::Scenario;
+use crate::topology::LinkParams;
+use crate::units::{serialization_delay, SimDuration};
+
+/// FCT of `size` payload bytes from `src` to `dst` on an otherwise empty fabric: from the
+/// flow's start to the arrival of its last byte at `dst`.
+pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
+    let links = sc.topology.path_links(src, dst);
+    ideal_fct_on_path(
+        &links,
+        sc.switch.latency,
+        sc.switch.forwarding,
+        sc.mtu,
+        sc.encapsulation.overhead_bytes(),
+        sc.encapsulation.header_bytes(),
+        size,
+    )
+}
+
+/// [`ideal_fct`] on an explicit path of links joined by switches of latency `switch_lat`.
+pub fn ideal_fct_on_path(
+    links: &[LinkParams],
+    switch_lat: SimDuration,
+    forwarding: Forwarding,
+    mtu: u64,
+    overhead: u64,
+    header: u64,
+    size: u64,
+) -> SimDuration {
+    assert!(!links.is_empty() && mtu > 0);
+    let n = size.div_ceil(mtu).max(1);
+    let hops = links.len();
+    // end[j]: when the previous packet finished serializing on hop j.
+    let mut prev_end = vec![0u64; hops];
+    let mut last_arrival = 0u64;
+    for i in 0..n {
+        let payload = if i + 1 == n {
+            size - (n - 1) * mtu
+        } else {
+            mtu
+        };
+        let wire = payload + overhead;
+        let mut start = if i == 0 { 0 } else { prev_end[0] };
+        for j in 0..hops {
+            let ser = serialization_delay(wire, links[j].rate).0;
+            let end = start + ser;
+            prev_end[j] = end;
+            let prop = links[j].latency.0;
+            if j + 1 == hops {
+                last_arrival = end + prop;
+            } else {
+                let ready = match forwarding {
+                    Forwarding::StoreAndForward => end + prop + switch_lat.0,
+                    Forwarding::CutThrough => {
+                        let head = start + serialization_delay(header, links[j].rate).0 + prop;
+                        let tail = end + prop;
+                        let ser_next = serialization_delay(wire, links[j + 1].rate).0;
+                        (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
+                    }
+                };
+                // The next hop's port is free once it finished the previous packet (its
+                // end was stored when that packet was processed).
+                start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
+            }
+        }
+    }
+    SimDuration(last_arrival)
+}
+
+/// Round-trip time of one full packet and a minimal reply over a path: the time the
+/// bandwidth-delay product is measured over (propagation both ways, switch latency both
+/// ways, serialization of the data packet and of a header-only reply at every hop,
+/// store-and-forward).
+pub fn base_rtt(
+    links: &[LinkParams],
+    switch_lat: SimDuration,
+    data_wire: u64,
+    ack_wire: u64,
+) -> SimDuration {
+    let mut t = 0u64;
+    for l in links {
+        t += 2 * l.latency.0
+            + serialization_delay(data_wire, l.rate).0
+            + serialization_delay(ack_wire, l.rate).0;
+    }
+    t += 2 * (links.len() as u64 - 1) * switch_lat.0;
+    SimDuration(t)
+}
+
+/// Mean waiting time in an M/D/1 queue with load `rho` and service time `s`
+/// (Pollaczek-Khinchine: W = rho s / (2 (1 - rho))).
+pub fn md1_mean_wait(rho: f64, service: SimDuration) -> f64 {
+    rho * service.0 as f64 / (2.0 * (1.0 - rho))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::BitsPerSec;
+
+    fn link(gbps: u64, ns: u64) -> LinkParams {
+        LinkParams {
+            rate: BitsPerSec(gbps * 1_000_000_000),
+            latency: SimDuration::from_ns(ns),
+        }
+    }
+
+    #[test]
+    fn one_packet_store_and_forward_is_the_sum_of_hops() {
+        // 1000 B payload + 26 B = 1026 B at 100 Gb/s = 82.08 ns per hop, 4 hops, 3
+        // switches of 300 ns, 4 x 1 us of cable.
+        let links = [link(100, 1000); 4];
+        let t = ideal_fct_on_path(
+            &links,
+            SimDuration::from_ns(300),
+            Forwarding::StoreAndForward,
+            4096,
+            26,
+            20,
+            1000,
+        );
+        assert_eq!(t.0, 4 * 82_080 + 3 * 300_000 + 4 * 1_000_000);
+    }
+
+    #[test]
+    fn many_packets_follow_at_the_bottleneck() {
+        // 10 packets over 100G then 50G: the 50G hop paces them.
+        let links = [link(100, 0), link(50, 0)];
+        let t = ideal_fct_on_path(
+            &links,
+            SimDuration::ZERO,
+            Forwarding::StoreAndForward,
+            1000,
+            0,
+            0,
+            10_000,
+        );
+        // first packet: 80 ns + 160 ns; then 9 more at 160 ns.
+        assert_eq!(t.0, 80_000 + 160_000 + 9 * 160_000);
+    }
+
+    #[test]
+    fn cut_through_forwards_after_the_header() {
+        let links = [link(100, 0), link(100, 0)];
+        let t = ideal_fct_on_path(
+            &links,
+            SimDuration::ZERO,
+            Forwarding::CutThrough,
+            1000,
+            0,
+            100,
+            1000,
+        );
+        // header (8 ns) then the full packet (80 ns) on the second hop.
+        assert_eq!(t.0, 8_000 + 80_000);
+    }
+
+    #[test]
+    fn md1_formula() {
+        assert_eq!(md1_mean_wait(0.5, SimDuration(1000)), 500.0);
+        assert!((md1_mean_wait(0.8, SimDuration(1000)) - 2000.0).abs() < 1e-9);
+    }
+}

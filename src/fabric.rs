@@ -1,0 +1,212 @@
+//! Links, egress ports and switch buffers.
+//!
+//! Models: a port is one direction of a link: a FIFO egress queue, a serializer at the
+//! link rate and a propagation delay (htsim's Queue + Pipe). A switch's ports share one
+//! packet buffer; a packet is admitted to an egress queue if the buffer has room and the
+//! queue is within its limit: the dynamic threshold (Choudhury & Hahne: a queue may hold
+//! at most alpha x the free buffer; alpha = 1/8 in HPCC's simulator, design reference
+//! "Link-level flow control") or a static per-port limit. Otherwise the packet is
+//! tail-dropped and the drop counted with its port and reason.
+//!
+//! A queue's depth counts the bytes waiting plus the packet being serialized; buffer
+//! space is released when the packet's last bit leaves. Queue depth is sampled at every
+//! enqueue (what an arriving packet sees) into a histogram in 64-byte cells.
+//!
+//! Leaves out: PFC, link credits and ECN (the lossless-fabric issue adds them), priorities
+//! and input queueing.
+
+use crate::engine::PktId;
+use crate::scenario::{BufferLimit, SwitchConfig};
+use crate::topology::{LinkParams, Node, Tier};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Queue depth histogram unit: 64-byte cells (the InfiniBand credit block).
+pub const CELL_BYTES: u64 = 64;
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The switch's shared buffer was full.
+    BufferFull,
+    /// The egress queue was over its dynamic threshold.
+    DynamicThreshold,
+    /// The egress queue was at its static port limit.
+    PortLimit,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [
+        DropReason::BufferFull,
+        DropReason::DynamicThreshold,
+        DropReason::PortLimit,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::BufferFull => "buffer_full",
+            DropReason::DynamicThreshold => "dynamic_threshold",
+            DropReason::PortLimit => "port_limit",
+        }
+    }
+}
+
+/// Admission control for a packet of `wire` bytes at an egress queue holding `queued`
+/// bytes in a switch whose buffer has `used` bytes taken.
+#[inline]
+pub fn admit(cfg: &SwitchConfig, used: u64, queued: u64, wire: u64) -> Result<(), DropReason> {
+    if used + wire > cfg.buffer_bytes {
+        return Err(DropReason::BufferFull);
+    }
+    match cfg.limit {
+        BufferLimit::Dynamic { alpha } => {
+            let free = (cfg.buffer_bytes - used) as f64;
+            if (queued + wire) as f64 > alpha * free {
+                return Err(DropReason::DynamicThreshold);
+            }
+        }
+        BufferLimit::PortLimit { bytes } => {
+            if queued + wire > bytes {
+                return Err(DropReason::PortLimit);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One direction of a link.
+#[derive(Debug)]
+pub struct Port {
+    pub tier: Tier,
+    pub link: LinkParams,
+    /// The switch whose buffer holds this port's queue; `None` for a host's port.
+    pub switch: Option<u32>,
+    pub to: Node,
+    pub queue: VecDeque<PktId>,
+    /// Bytes queued, including the packet being serialized.
+    pub queued_bytes: u64,
+    /// Wire bytes of the packet being serialized (0 when idle).
+    pub in_service: u64,
+    pub busy: bool,
+    // ---- statistics ----
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub max_queue_bytes: u64,
+    /// Sum of queue depths seen by arriving packets (for the mean).
+    pub queue_sample_sum: u128,
+    pub queue_samples: u64,
+    /// Queue depth seen by arriving packets, in 64-byte cells.
+    pub queue_hist: Option<Histogram<u32>>,
+    pub drops: [u64; 3],
+    pub drop_bytes: u64,
+}
+
+impl Port {
+    pub fn new(tier: Tier, link: LinkParams, switch: Option<u32>, to: Node, buffer: u64) -> Port {
+        let queue_hist = switch.map(|_| {
+            Histogram::new_with_bounds(1, (buffer / CELL_BYTES).max(2) + 1, 2)
+                .expect("valid histogram bounds")
+        });
+        Port {
+            tier,
+            link,
+            switch,
+            to,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            in_service: 0,
+            busy: false,
+            tx_bytes: 0,
+            tx_packets: 0,
+            max_queue_bytes: 0,
+            queue_sample_sum: 0,
+            queue_samples: 0,
+            queue_hist,
+            drops: [0; 3],
+            drop_bytes: 0,
+        }
+    }
+
+    /// Records a packet of `wire` bytes joining the queue.
+    #[inline]
+    pub fn enqueued(&mut self, wire: u64) {
+        self.queued_bytes += wire;
+        let q = self.queued_bytes;
+        self.max_queue_bytes = self.max_queue_bytes.max(q);
+        self.queue_sample_sum += q as u128;
+        self.queue_samples += 1;
+        if let Some(h) = &mut self.queue_hist {
+            h.saturating_record(q.div_ceil(CELL_BYTES));
+        }
+    }
+
+    pub fn count_drop(&mut self, reason: DropReason, wire: u64) {
+        self.drops[reason as usize] += 1;
+        self.drop_bytes += wire;
+    }
+
+    pub fn dropped_packets(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Mean queue depth seen by arriving packets, bytes.
+    pub fn mean_queue_bytes(&self) -> f64 {
+        if self.queue_samples == 0 {
+            0.0
+        } else {
+            self.queue_sample_sum as f64 / self.queue_samples as f64
+        }
+    }
+
+    /// The 99th percentile queue depth seen by arriving packets, bytes (64-byte cells,
+    /// rounded up, 2 significant digits).
+    pub fn p99_queue_bytes(&self) -> u64 {
+        match &self.queue_hist {
+            Some(h) if !h.is_empty() => h.value_at_quantile(0.99) * CELL_BYTES,
+            _ => 0,
+        }
+    }
+}
+
+/// A switch's shared state.
+#[derive(Debug, Default, Clone)]
+pub struct Switch {
+    /// Bytes of the shared buffer in use.
+    pub used: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::schema::Forwarding;
+    use crate::units::SimDuration;
+
+    fn cfg(limit: BufferLimit) -> SwitchConfig {
+        SwitchConfig {
+            latency: SimDuration::ZERO,
+            buffer_bytes: 100_000,
+            limit,
+            forwarding: Forwarding::StoreAndForward,
+        }
+    }
+
+    #[test]
+    fn dynamic_threshold_is_alpha_times_free_buffer() {
+        let c = cfg(BufferLimit::Dynamic { alpha: 0.5 });
+        // free 60_000 -> limit 30_000.
+        assert_eq!(admit(&c, 40_000, 29_000, 1000), Ok(()));
+        assert_eq!(
+            admit(&c, 40_000, 29_001, 1000),
+            Err(DropReason::DynamicThreshold)
+        );
+        assert_eq!(admit(&c, 99_500, 0, 1000), Err(DropReason::BufferFull));
+    }
+
+    #[test]
+    fn static_port_limit() {
+        let c = cfg(BufferLimit::PortLimit { bytes: 5000 });
+        assert_eq!(admit(&c, 0, 4000, 1000), Ok(()));
+        assert_eq!(admit(&c, 0, 4001, 1000), Err(DropReason::PortLimit));
+    }
+}

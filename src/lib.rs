@@ -1,0 +1,29 @@
+//! doorbell: a deterministic discrete-event simulator of two-hop (leaf-spine) Clos RDMA
+//! fabrics.
+//!
+//! The modules mirror the model:
+//! - [`units`]: integer-picosecond time, bytes, bits per second, unit strings;
+//! - [`engine`]: the event queue and the one event enum;
+//! - [`scenario`]: YAML schema, validation, defaults, errors with file/line/column;
+//! - [`topology`]: the Clos fabric, port layout and routing;
+//! - [`fabric`]: ports (serialization + propagation), switch buffers, drops;
+//! - [`packet`]: encapsulation overheads and the packet pool;
+//! - [`host`]: the minimal line-rate sender (the seam the NIC and RC transport replace);
+//! - [`workload`]: flows, permutation, incast, all-to-all, Poisson with size CDFs;
+//! - [`sim`]: the wiring and event dispatch;
+//! - [`analytic`]: closed forms the simulator is tested against;
+//! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table.
+
+pub mod analytic;
+pub mod engine;
+pub mod fabric;
+pub mod host;
+pub mod metrics;
+pub mod packet;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod topology;
+pub mod units;
+pub mod workload;

@@ -1,0 +1,398 @@
+//! Metrics: what a run measured, reduced to the figures a network engineer reads.
+//!
+//! Flow completion time (FCT, from a flow's start to its last byte's arrival) and slowdown
+//! (FCT over the same flow's FCT on an empty fabric, `analytic::ideal_fct`) go into
+//! hdrhistograms with 3 significant digits (FCT in ns, slowdown in thousandths), overall
+//! and by size bucket; percentiles are the histogram's (within 0.1%), means are exact.
+//! Ports report bytes, utilisation (wire bytes x 8 / rate / run time) and queue depth
+//! grouped by tier. Every figure here is a pure function of the scenario and seed: wall
+//! clock figures live in `PerfReport`.
+
+use crate::fabric::DropReason;
+use crate::scenario::Scenario;
+use crate::sim::RunOutput;
+use crate::topology::Tier;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Rounds to 4 decimals so that reports stay readable (and stay deterministic).
+pub fn r4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    fn from_hist(h: &Histogram<u64>, sum: f64, scale: f64) -> Option<Percentiles> {
+        if h.is_empty() {
+            return None;
+        }
+        let q = |p: f64| r4(h.value_at_quantile(p) as f64 / scale);
+        Some(Percentiles {
+            mean: r4(sum / h.len() as f64 / scale),
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: r4(h.max() as f64 / scale),
+        })
+    }
+}
+
+/// FCT and slowdown accumulators.
+struct FctAcc {
+    fct_ns: Histogram<u64>,
+    fct_sum_ns: f64,
+    slow_milli: Histogram<u64>,
+    slow_sum_milli: f64,
+}
+
+impl FctAcc {
+    fn new() -> FctAcc {
+        FctAcc {
+            // 1 ns to ~13 days, 3 significant digits.
+            fct_ns: Histogram::new_with_bounds(1, 1 << 50, 3).expect("hist"),
+            fct_sum_ns: 0.0,
+            slow_milli: Histogram::new_with_bounds(1, 1 << 50, 3).expect("hist"),
+            slow_sum_milli: 0.0,
+        }
+    }
+    fn add(&mut self, fct_ps: u64, slowdown: f64) {
+        let ns = fct_ps.div_ceil(1000).max(1);
+        self.fct_ns.saturating_record(ns);
+        self.fct_sum_ns += fct_ps as f64 / 1000.0;
+        let m = (slowdown * 1000.0).round().max(1.0) as u64;
+        self.slow_milli.saturating_record(m);
+        self.slow_sum_milli += slowdown * 1000.0;
+    }
+}
+
+/// Size buckets for the by-size breakdown: upper bounds (inclusive) in bytes.
+pub const SIZE_BUCKETS: [(&str, u64); 5] = [
+    ("le_10KB", 10_000),
+    ("le_100KB", 100_000),
+    ("le_1MB", 1_000_000),
+    ("le_10MB", 10_000_000),
+    ("gt_10MB", u64::MAX),
+];
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SizeBucket {
+    pub bucket: &'static str,
+    pub count: u64,
+    pub completed: u64,
+    pub fct_us: Option<Percentiles>,
+    pub slowdown: Option<Percentiles>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TopologySummary {
+    pub hosts: u32,
+    pub leaves: u32,
+    pub spines: u32,
+    pub hosts_per_leaf: u32,
+    pub links_per_spine: u32,
+    pub host_link_gbps: f64,
+    pub fabric_link_gbps: f64,
+    /// Host-facing over spine-facing bandwidth per leaf; null without spines.
+    pub oversubscription: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowCounts {
+    pub count: u64,
+    pub completed: u64,
+    /// Flows that lost a packet (no transport yet to recover it) or were cut off by
+    /// `duration`.
+    pub incomplete: u64,
+    pub payload_bytes: u64,
+    pub delivered_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Goodput {
+    /// Delivered payload bits over the span from the first flow start to the last
+    /// delivery, Gb/s.
+    pub aggregate: f64,
+    /// Mean over completed flows of size x 8 / FCT, Gb/s.
+    pub per_flow_mean: f64,
+    pub per_flow_p50: f64,
+    pub per_flow_min: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Drops {
+    pub packets: u64,
+    pub bytes: u64,
+    pub buffer_full: u64,
+    pub dynamic_threshold: u64,
+    pub port_limit: u64,
+    pub host_to_leaf: u64,
+    pub leaf_to_spine: u64,
+    pub spine_to_leaf: u64,
+    pub leaf_to_host: u64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TierSummary {
+    pub tier: Tier,
+    pub ports: u32,
+    pub tx_bytes: u64,
+    pub util_mean: f64,
+    pub util_max: f64,
+    pub queue_max_bytes: u64,
+    pub queue_p99_bytes: u64,
+    pub drops: u64,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    pub scenario: String,
+    pub seed: u64,
+    pub topology: TopologySummary,
+    pub routing: &'static str,
+    pub mtu_bytes: u64,
+    pub encapsulation: &'static str,
+    /// Simulated time at the end of the run, us.
+    pub sim_time_us: f64,
+    pub stopped_by_duration: bool,
+    pub flows: FlowCounts,
+    pub fct_us: Option<Percentiles>,
+    pub slowdown: Option<Percentiles>,
+    pub by_size: Vec<SizeBucket>,
+    pub goodput_gbps: Goodput,
+    pub drops: Drops,
+    pub tiers: Vec<TierSummary>,
+    pub packets_sent: u64,
+    pub peak_packets_in_flight: u32,
+    pub events: u64,
+}
+
+/// `perf.json`: wall-clock figures, different on every run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PerfReport {
+    pub wall_seconds: f64,
+    pub events: u64,
+    pub events_per_second: f64,
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// Peak resident memory of this process, from /proc (Linux only).
+pub fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(r4(kb / 1024.0))
+}
+
+impl PerfReport {
+    pub fn new(out: &RunOutput) -> PerfReport {
+        PerfReport {
+            wall_seconds: out.wall_seconds,
+            events: out.events,
+            events_per_second: if out.wall_seconds > 0.0 {
+                (out.events as f64 / out.wall_seconds).round()
+            } else {
+                0.0
+            },
+            peak_rss_mib: peak_rss_mib(),
+        }
+    }
+}
+
+/// Reduces a run to its summary.
+pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
+    let topo = &sc.topology;
+    let mut all = FctAcc::new();
+    let mut buckets: Vec<(FctAcc, u64, u64)> =
+        SIZE_BUCKETS.iter().map(|_| (FctAcc::new(), 0, 0)).collect();
+    let mut counts = FlowCounts {
+        count: out.flows.len() as u64,
+        completed: 0,
+        incomplete: 0,
+        payload_bytes: 0,
+        delivered_bytes: 0,
+    };
+    let mut per_flow_gbps = Vec::new();
+    let mut first_start: Option<u64> = None;
+    let mut last_delivery = 0u64;
+    let mut packets_sent = 0u64;
+    for f in &out.flows {
+        counts.payload_bytes += f.def.size;
+        counts.delivered_bytes += f.delivered;
+        packets_sent += f.packets_sent as u64;
+        let b = SIZE_BUCKETS
+            .iter()
+            .position(|(_, hi)| f.def.size <= *hi)
+            .unwrap_or(SIZE_BUCKETS.len() - 1);
+        buckets[b].1 += 1;
+        if f.packets_sent > 0 {
+            first_start = Some(first_start.map_or(f.def.start.0, |s: u64| s.min(f.def.start.0)));
+        }
+        match f.finish {
+            Some(fin) => {
+                counts.completed += 1;
+                buckets[b].2 += 1;
+                let fct = fin.0 - f.def.start.0;
+                let slow = fct as f64 / f.ideal.0.max(1) as f64;
+                all.add(fct, slow);
+                buckets[b].0.add(fct, slow);
+                per_flow_gbps.push(f.def.size as f64 * 8.0 / (fct as f64 / 1e12) / 1e9);
+                last_delivery = last_delivery.max(fin.0);
+            }
+            None => counts.incomplete += 1,
+        }
+    }
+    per_flow_gbps.sort_by(f64::total_cmp);
+    // Span: first start to last delivery, or to the end of the run when flows are left.
+    let span_end = if counts.incomplete > 0 {
+        out.end.0
+    } else {
+        last_delivery
+    };
+    let span_ps = first_start.map_or(0, |s| span_end.saturating_sub(s));
+    let aggregate = if span_ps > 0 {
+        counts.delivered_bytes as f64 * 8.0 / (span_ps as f64 / 1e12) / 1e9
+    } else {
+        0.0
+    };
+    let goodput = Goodput {
+        aggregate: r4(aggregate),
+        per_flow_mean: r4(if per_flow_gbps.is_empty() {
+            0.0
+        } else {
+            per_flow_gbps.iter().sum::<f64>() / per_flow_gbps.len() as f64
+        }),
+        per_flow_p50: r4(per_flow_gbps
+            .get(per_flow_gbps.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(0.0)),
+        per_flow_min: r4(per_flow_gbps.first().copied().unwrap_or(0.0)),
+    };
+
+    // Ports by tier.
+    let run_s = out.end.0 as f64 / 1e12;
+    let mut drops = Drops {
+        packets: 0,
+        bytes: 0,
+        buffer_full: 0,
+        dynamic_threshold: 0,
+        port_limit: 0,
+        host_to_leaf: 0,
+        leaf_to_spine: 0,
+        spine_to_leaf: 0,
+        leaf_to_host: 0,
+    };
+    let mut tiers = Vec::new();
+    for tier in Tier::ALL {
+        let mut ts = TierSummary {
+            tier,
+            ports: 0,
+            tx_bytes: 0,
+            util_mean: 0.0,
+            util_max: 0.0,
+            queue_max_bytes: 0,
+            queue_p99_bytes: 0,
+            drops: 0,
+        };
+        let mut hist: Option<Histogram<u32>> = None;
+        let mut util_sum = 0.0;
+        for p in out.ports.iter().filter(|p| p.tier == tier) {
+            ts.ports += 1;
+            ts.tx_bytes += p.tx_bytes;
+            let u = port_utilisation(p.tx_bytes, p.link.rate.0, run_s);
+            util_sum += u;
+            ts.util_max = ts.util_max.max(u);
+            ts.queue_max_bytes = ts.queue_max_bytes.max(p.max_queue_bytes);
+            ts.drops += p.dropped_packets();
+            if let Some(h) = &p.queue_hist {
+                match &mut hist {
+                    None => hist = Some(h.clone()),
+                    Some(acc) => acc.add(h).expect("same bounds"),
+                }
+            }
+            for r in DropReason::ALL {
+                let n = p.drops[r as usize];
+                match r {
+                    DropReason::BufferFull => drops.buffer_full += n,
+                    DropReason::DynamicThreshold => drops.dynamic_threshold += n,
+                    DropReason::PortLimit => drops.port_limit += n,
+                }
+            }
+            drops.bytes += p.drop_bytes;
+        }
+        if ts.ports == 0 {
+            continue;
+        }
+        ts.util_mean = r4(util_sum / ts.ports as f64);
+        ts.util_max = r4(ts.util_max);
+        ts.queue_p99_bytes = hist
+            .filter(|h| !h.is_empty())
+            .map_or(0, |h| h.value_at_quantile(0.99) * crate::fabric::CELL_BYTES);
+        match tier {
+            Tier::HostToLeaf => drops.host_to_leaf = ts.drops,
+            Tier::LeafToSpine => drops.leaf_to_spine = ts.drops,
+            Tier::SpineToLeaf => drops.spine_to_leaf = ts.drops,
+            Tier::LeafToHost => drops.leaf_to_host = ts.drops,
+        }
+        drops.packets += ts.drops;
+        tiers.push(ts);
+    }
+
+    Summary {
+        scenario: sc.name.clone(),
+        seed: sc.seed,
+        topology: TopologySummary {
+            hosts: topo.hosts(),
+            leaves: topo.leaves,
+            spines: topo.spines,
+            hosts_per_leaf: topo.hosts_per_leaf,
+            links_per_spine: topo.links_per_spine,
+            host_link_gbps: topo.host_link.rate.gbps_f64(),
+            fabric_link_gbps: topo.fabric_link.rate.gbps_f64(),
+            oversubscription: topo.oversubscription().map(r4),
+        },
+        routing: sc.routing.name(),
+        mtu_bytes: sc.mtu,
+        encapsulation: sc.encapsulation.name(),
+        sim_time_us: r4(out.end.as_us_f64()),
+        stopped_by_duration: out.stopped_by_duration,
+        flows: counts,
+        fct_us: Percentiles::from_hist(&all.fct_ns, all.fct_sum_ns, 1000.0),
+        slowdown: Percentiles::from_hist(&all.slow_milli, all.slow_sum_milli, 1000.0),
+        by_size: SIZE_BUCKETS
+            .iter()
+            .zip(&buckets)
+            .map(|((name, _), (acc, count, completed))| SizeBucket {
+                bucket: name,
+                count: *count,
+                completed: *completed,
+                fct_us: Percentiles::from_hist(&acc.fct_ns, acc.fct_sum_ns, 1000.0),
+                slowdown: Percentiles::from_hist(&acc.slow_milli, acc.slow_sum_milli, 1000.0),
+            })
+            .collect(),
+        goodput_gbps: goodput,
+        drops,
+        tiers,
+        packets_sent,
+        peak_packets_in_flight: out.peak_packets_in_flight,
+        events: out.events,
+    }
+}
+
+/// Share of the run a port spent serializing.
+pub fn port_utilisation(tx_bytes: u64, rate_bps: u64, run_s: f64) -> f64 {
+    if run_s <= 0.0 {
+        return 0.0;
+    }
+    (tx_bytes as f64 * 8.0 / rate_bps as f64 / run_s).min(1.0)
+}

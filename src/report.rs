@@ -1,0 +1,305 @@
+//! Reports: the human summary on stdout and the result files.
+//!
+//! Files under the output folder: `summary.json` ([`Summary`]), `flows.csv` (one row per
+//! flow), `ports.csv` (one row per port) and `perf.json` (wall-clock figures, which differ
+//! from run to run; keep it out of version control). All but `perf.json` are byte-identical
+//! for the same scenario and seed.
+
+use crate::analytic::base_rtt;
+use crate::metrics::{r4, Percentiles, PerfReport, Summary};
+use crate::scenario::Scenario;
+use crate::sim::RunOutput;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+/// Writes summary.json, flows.csv, ports.csv and perf.json into `dir`.
+pub fn write_files(
+    dir: &Path,
+    sc: &Scenario,
+    out: &RunOutput,
+    summary: &Summary,
+    perf: &PerfReport,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
+    json.push('\n');
+    std::fs::write(dir.join("summary.json"), json)?;
+    let mut pj = serde_json::to_string_pretty(perf).map_err(std::io::Error::other)?;
+    pj.push('\n');
+    std::fs::write(dir.join("perf.json"), pj)?;
+    write_flows_csv(&dir.join("flows.csv"), sc, out)?;
+    write_ports_csv(&dir.join("ports.csv"), sc, out)?;
+    Ok(())
+}
+
+fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        w,
+        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,packets_sent,packets_dropped,status"
+    )?;
+    for (i, f) in out.flows.iter().enumerate() {
+        let kind = sc
+            .workload
+            .get(f.def.workload as usize)
+            .map_or("?", |w| w.kind());
+        let (finish, fct, slow, gput, status) = match f.finish {
+            Some(fin) => {
+                let fct = (fin.0 - f.def.start.0) as f64;
+                (
+                    format!("{}", r4(fin.as_us_f64())),
+                    format!("{}", r4(fct / 1e6)),
+                    format!("{}", r4(fct / f.ideal.0.max(1) as f64)),
+                    format!("{}", r4(f.def.size as f64 * 8.0 / fct * 1e3)),
+                    "completed",
+                )
+            }
+            None => (
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                if f.packets_dropped > 0 {
+                    "incomplete_lost_packets"
+                } else if f.packets_sent == 0 {
+                    "not_started"
+                } else {
+                    "incomplete_duration"
+                },
+            ),
+        };
+        writeln!(
+            w,
+            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{status}",
+            f.def.workload,
+            f.def.src,
+            f.def.dst,
+            f.def.size,
+            r4(f.def.start.as_us_f64()),
+            r4(f.ideal.as_us_f64()),
+            f.packets_sent,
+            f.packets_dropped,
+        )?;
+    }
+    w.flush()
+}
+
+fn write_ports_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        w,
+        "port,name,tier,rate_gbps,tx_bytes,tx_packets,utilisation,queue_mean_bytes,queue_p99_bytes,queue_max_bytes,drops,drop_bytes,drops_buffer_full,drops_dynamic_threshold,drops_port_limit"
+    )?;
+    let run_s = out.end.0 as f64 / 1e12;
+    for (i, p) in out.ports.iter().enumerate() {
+        writeln!(
+            w,
+            "{i},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            sc.topology.port_name(i as u32),
+            p.tier.name(),
+            p.link.rate.gbps_f64(),
+            p.tx_bytes,
+            p.tx_packets,
+            r4(crate::metrics::port_utilisation(
+                p.tx_bytes,
+                p.link.rate.0,
+                run_s
+            )),
+            r4(p.mean_queue_bytes()),
+            p.p99_queue_bytes(),
+            p.max_queue_bytes,
+            p.dropped_packets(),
+            p.drop_bytes,
+            p.drops[0],
+            p.drops[1],
+            p.drops[2],
+        )?;
+    }
+    w.flush()
+}
+
+fn pct_line(name: &str, unit: &str, p: &Option<Percentiles>) -> String {
+    match p {
+        None => format!("  {name:<10} (no completed flows)\n"),
+        Some(p) => format!(
+            "  {name:<10} mean {:>9.3}  p50 {:>9.3}  p90 {:>9.3}  p99 {:>9.3}  p99.9 {:>9.3}  max {:>9.3} {unit}\n",
+            p.mean, p.p50, p.p90, p.p99, p.p999, p.max
+        ),
+    }
+}
+
+/// Describes the resolved fabric: what `doorbell validate` prints and `run` heads with.
+pub fn describe_fabric(sc: &Scenario) -> String {
+    let t = &sc.topology;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "fabric   {} leaves x {} hosts = {} hosts, {} spines x {} link(s) per leaf",
+        t.leaves,
+        t.hosts_per_leaf,
+        t.hosts(),
+        t.spines,
+        t.links_per_spine
+    );
+    let _ = writeln!(
+        s,
+        "links    host {} / {} one-way, fabric {} / {} one-way",
+        t.host_link.rate, t.host_link.latency, t.fabric_link.rate, t.fabric_link.latency
+    );
+    match t.oversubscription() {
+        Some(o) => {
+            let _ = writeln!(
+                s,
+                "oversub  {}:1 (per leaf {} Gb/s down, {} Gb/s up)",
+                r4(o),
+                t.hosts_per_leaf as f64 * t.host_link.rate.gbps_f64(),
+                t.uplinks_per_leaf() as f64 * t.fabric_link.rate.gbps_f64()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "oversub  n/a (one leaf, no spines)");
+        }
+    }
+    let limit = match sc.switch.limit {
+        crate::scenario::BufferLimit::Dynamic { alpha } => {
+            format!("dynamic threshold alpha {alpha}")
+        }
+        crate::scenario::BufferLimit::PortLimit { bytes } => {
+            format!("port limit {}", crate::units::Bytes(bytes))
+        }
+    };
+    let _ = writeln!(
+        s,
+        "switch   {} port-to-port, {}, buffer {} shared, {}",
+        sc.switch.latency,
+        match sc.switch.forwarding {
+            crate::scenario::schema::Forwarding::StoreAndForward => "store-and-forward",
+            crate::scenario::schema::Forwarding::CutThrough => "cut-through",
+        },
+        crate::units::Bytes(sc.switch.buffer_bytes),
+        limit
+    );
+    let _ = writeln!(
+        s,
+        "packets  MTU {} B + {} B {} overhead = {} B on the wire ({:.2}% payload), routing {}",
+        sc.mtu,
+        sc.encapsulation.overhead_bytes(),
+        sc.encapsulation.name(),
+        sc.mtu_wire_bytes(),
+        sc.encapsulation.payload_efficiency(sc.mtu) * 100.0,
+        sc.routing.name()
+    );
+    // BDP per path: base RTT (a full packet out, a header-only reply back) x host rate.
+    let ack = sc.encapsulation.overhead_bytes();
+    let mut paths = vec![("1 hop (same leaf)", 0u32, 1u32.min(t.hosts() - 1))];
+    if t.leaves > 1 {
+        paths.push(("2 hops (via spine)", 0, t.hosts_per_leaf));
+    }
+    for (label, a, b) in paths {
+        let links = t.path_links(a, b);
+        let rtt = base_rtt(&links, sc.switch.latency, sc.mtu_wire_bytes(), ack);
+        let bottleneck = links.iter().map(|l| l.rate).min().expect("path");
+        let bdp = rtt.as_secs_f64() * bottleneck.0 as f64 / 8.0;
+        let one_way = crate::analytic::ideal_fct(sc, a, b, sc.mtu);
+        let _ = writeln!(
+            s,
+            "path     {label}: one MTU packet {:.3} us one-way, base RTT {:.3} us, BDP {:.0} B = {:.1} MTU packets",
+            one_way.as_us_f64(),
+            rtt.as_us_f64(),
+            bdp,
+            bdp / sc.mtu as f64,
+        );
+    }
+    s
+}
+
+/// The human summary printed after a run.
+pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "doorbell: {} (seed {})", s.scenario, s.seed);
+    o.push_str(&describe_fabric(sc));
+    let _ = writeln!(
+        o,
+        "run      {:.3} us simulated{}; {} events in {:.3} s ({:.1} M events/s), peak RSS {}",
+        s.sim_time_us,
+        if s.stopped_by_duration {
+            " (stopped at duration)"
+        } else {
+            ""
+        },
+        s.events,
+        perf.wall_seconds,
+        perf.events_per_second / 1e6,
+        perf.peak_rss_mib
+            .map_or("n/a".to_string(), |m| format!("{m:.1} MiB"))
+    );
+    let _ = writeln!(
+        o,
+        "flows    {} completed of {} ({} incomplete); {} of {} payload bytes delivered",
+        s.flows.completed,
+        s.flows.count,
+        s.flows.incomplete,
+        s.flows.delivered_bytes,
+        s.flows.payload_bytes
+    );
+    o.push_str(&pct_line("FCT", "us", &s.fct_us));
+    o.push_str(&pct_line("slowdown", "x", &s.slowdown));
+    for b in &s.by_size {
+        if b.count > 0 {
+            let label = format!("{} ({})", b.bucket, b.count);
+            if let Some(p) = &b.fct_us {
+                let _ = writeln!(
+                    o,
+                    "    {label:<18} FCT p50 {:>9.3}  p99 {:>9.3} us   slowdown p50 {:>7.3}  p99 {:>7.3}",
+                    p.p50,
+                    p.p99,
+                    b.slowdown.as_ref().map_or(0.0, |x| x.p50),
+                    b.slowdown.as_ref().map_or(0.0, |x| x.p99)
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        o,
+        "goodput  aggregate {:.2} Gb/s; per flow mean {:.2}, p50 {:.2}, min {:.2} Gb/s",
+        s.goodput_gbps.aggregate,
+        s.goodput_gbps.per_flow_mean,
+        s.goodput_gbps.per_flow_p50,
+        s.goodput_gbps.per_flow_min
+    );
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>5} {:>9} {:>9} {:>12} {:>12} {:>8}",
+        "tier", "ports", "util avg", "util max", "queue p99 B", "queue max B", "drops"
+    );
+    for t in &s.tiers {
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>5} {:>8.1}% {:>8.1}% {:>12} {:>12} {:>8}",
+            t.tier.arrow(),
+            t.ports,
+            t.util_mean * 100.0,
+            t.util_max * 100.0,
+            t.queue_p99_bytes,
+            t.queue_max_bytes,
+            t.drops
+        );
+    }
+    let _ = writeln!(
+        o,
+        "drops    {} packets ({} B): buffer full {}, dynamic threshold {}, port limit {}",
+        s.drops.packets,
+        s.drops.bytes,
+        s.drops.buffer_full,
+        s.drops.dynamic_threshold,
+        s.drops.port_limit
+    );
+    if s.drops.packets > 0 {
+        let _ = writeln!(
+            o,
+            "         (no transport yet: flows that lost a packet stay incomplete)"
+        );
+    }
+    o
+}

@@ -1,0 +1,588 @@
+//! Scenarios: YAML in, a validated [`Scenario`] out, or a [`ScenarioError`] naming the
+//! file, line, column and field path and saying what was expected.
+//!
+//! Parsing happens in one pass that never panics: serde reads the YAML into the schema
+//! ([`schema`]), converting unit strings as it goes; then [`validate`] checks what one
+//! field cannot know alone (ranges, host ids against the fabric size, an MTU against the
+//! buffer) and resolves defaults. `--set a.b.c=value` overrides are applied to the YAML
+//! tree before the second pass.
+
+pub mod locate;
+pub mod schema;
+
+use crate::packet::Encapsulation;
+use crate::topology::{LinkParams, Topology};
+use crate::units::SimDuration;
+use crate::workload::{SizeDist, Workload};
+use schema::{Forwarding, Routing, ScenarioFile, WorkloadSpec};
+use std::fmt;
+use std::path::Path;
+
+/// A bad scenario: where, which field, and what was expected. Exit code 2.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// Dotted field path, e.g. `workload[1].incast.senders` (empty when unknown).
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, ":{l}:{c}")?;
+        }
+        write!(f, ": ")?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Switch buffer admission rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BufferLimit {
+    /// A queue may hold at most alpha x (buffer - used) bytes (Choudhury & Hahne dynamic
+    /// threshold; HPCC's simulator uses alpha = 1/8).
+    Dynamic { alpha: f64 },
+    /// A queue may hold at most this many bytes.
+    PortLimit { bytes: u64 },
+}
+
+/// Switch configuration, resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SwitchConfig {
+    pub latency: SimDuration,
+    pub buffer_bytes: u64,
+    pub limit: BufferLimit,
+    pub forwarding: Forwarding,
+}
+
+/// A validated scenario with every default filled in.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Option<SimDuration>,
+    pub topology: Topology,
+    pub switch: SwitchConfig,
+    pub routing: Routing,
+    /// Path MTU in payload bytes.
+    pub mtu: u64,
+    pub encapsulation: Encapsulation,
+    pub workload: Vec<Workload>,
+}
+
+impl Scenario {
+    /// Bytes on the wire of a full-MTU packet.
+    pub fn mtu_wire_bytes(&self) -> u64 {
+        self.mtu + self.encapsulation.overhead_bytes()
+    }
+}
+
+/// Options from the command line that change a scenario.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub seed: Option<u64>,
+    /// `dotted.path=value` pairs; the value is read as YAML.
+    pub set: Vec<String>,
+}
+
+/// Reads, parses and validates a scenario file.
+pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: file.clone(),
+        line: None,
+        column: None,
+        path: String::new(),
+        message: format!("cannot read the scenario: {e}"),
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "scenario".into());
+    parse_str(&text, &file, &stem, overrides)
+}
+
+fn yaml_error(file: &str, e: &serde_yaml::Error, located: bool) -> ScenarioError {
+    let mut message = e.to_string();
+    if let Some(i) = message.rfind(" at line ") {
+        message.truncate(i);
+    }
+    let (line, column) = match (located, e.location()) {
+        (true, Some(l)) => (Some(l.line()), Some(l.column())),
+        _ => (None, None),
+    };
+    ScenarioError {
+        file: file.to_string(),
+        line,
+        column,
+        path: String::new(),
+        message,
+    }
+}
+
+/// Parses and validates scenario text. `file` names it in errors; `stem` is the default
+/// name.
+pub fn parse_str(
+    text: &str,
+    file: &str,
+    stem: &str,
+    overrides: &Overrides,
+) -> Result<Scenario, ScenarioError> {
+    let located = |e: serde_yaml::Error| yaml_error(file, &e, true);
+    let parsed: ScenarioFile = if overrides.set.is_empty() {
+        serde_yaml::from_str(text).map_err(located)?
+    } else {
+        let mut tree: serde_yaml::Value = serde_yaml::from_str(text).map_err(located)?;
+        for s in &overrides.set {
+            apply_set(&mut tree, s).map_err(|message| ScenarioError {
+                file: "--set".into(),
+                line: None,
+                column: None,
+                path: s.split('=').next().unwrap_or("").to_string(),
+                message,
+            })?;
+        }
+        // Re-read as text so that serde_yaml tracks the field path of any error.
+        let merged = serde_yaml::to_string(&tree).map_err(|e| yaml_error(file, &e, false))?;
+        serde_yaml::from_str(&merged).map_err(|e| {
+            let err = yaml_error(file, &e, false);
+            // The same error in the file itself has a line and column worth giving;
+            // otherwise it came from an override.
+            match serde_yaml::from_str::<ScenarioFile>(text) {
+                Err(orig) if yaml_error(file, &orig, false).message == err.message => {
+                    located(orig)
+                }
+                _ => ScenarioError {
+                    message: format!("{} (after --set overrides)", err.message),
+                    ..err
+                },
+            }
+        })?
+    };
+    let base_dir = Path::new(file).parent().unwrap_or(Path::new("."));
+    let mut sc = validate(parsed, stem, base_dir).map_err(|(path, message)| {
+        let loc = locate::locate(text, &path);
+        ScenarioError {
+            file: file.to_string(),
+            line: loc.map(|l| l.0),
+            column: loc.map(|l| l.1),
+            path,
+            message,
+        }
+    })?;
+    if let Some(seed) = overrides.seed {
+        sc.seed = seed;
+    }
+    Ok(sc)
+}
+
+/// Sets `a.b[2].c=value` (or `a.b.2.c=value`) in a YAML tree. The value is parsed as YAML,
+/// so numbers stay numbers and `{ fixed: 4KB }` is a map.
+pub fn apply_set(tree: &mut serde_yaml::Value, assignment: &str) -> Result<(), String> {
+    use locate::Seg;
+    let (path, value) = assignment
+        .split_once('=')
+        .ok_or_else(|| format!("expected `dotted.path=value`, found `{assignment}`"))?;
+    let value: serde_yaml::Value = serde_yaml::from_str(value)
+        .map_err(|e| format!("cannot read the value `{value}` as YAML: {e}"))?;
+    let segs = locate::parse_path(path.trim());
+    if segs.is_empty() {
+        return Err("empty field path".into());
+    }
+    let mut node = tree;
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        node = match seg {
+            Seg::Key(k) => {
+                let map = node
+                    .as_mapping_mut()
+                    .ok_or_else(|| format!("`{k}` is not inside a mapping"))?;
+                let key = serde_yaml::Value::String(k.clone());
+                if last {
+                    map.insert(key, value);
+                    return Ok(());
+                }
+                map.entry(key)
+                    .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()))
+            }
+            Seg::Index(n) => {
+                let seq = node
+                    .as_sequence_mut()
+                    .ok_or_else(|| format!("index {n} is not inside a list"))?;
+                let len = seq.len();
+                let slot = seq
+                    .get_mut(*n)
+                    .ok_or_else(|| format!("index {n} is past the end of a list of {len}"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+        };
+    }
+    Ok(())
+}
+
+type VResult<T> = Result<T, (String, String)>;
+
+/// Largest fabric, in ports (unidirectional links), a scenario may describe.
+pub const MAX_PORTS: u64 = 1 << 22;
+/// Most flows a workload may expand into (each costs about 100 bytes of state).
+pub const MAX_FLOWS: f64 = 20_000_000.0;
+/// Latest time a scenario may name: one simulated day, far from u64 overflow.
+pub const MAX_TIME: SimDuration = SimDuration(86_400 * 1_000_000_000_000);
+/// Most packets one flow may need (packet indices are 32-bit).
+pub const MAX_PACKETS_PER_FLOW: u64 = 1 << 31;
+
+fn check_time(path: impl Into<String>, d: SimDuration) -> VResult<()> {
+    if d > MAX_TIME {
+        return err(path, format!("{d} is past the longest supported run (one simulated day)"));
+    }
+    Ok(())
+}
+
+fn check_size(path: impl Into<String>, size: u64, mtu: u64) -> VResult<()> {
+    if size.div_ceil(mtu) > MAX_PACKETS_PER_FLOW {
+        return err(
+            path,
+            format!("{size} B is more than {MAX_PACKETS_PER_FLOW} packets of {mtu} B"),
+        );
+    }
+    Ok(())
+}
+
+fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> VResult<T> {
+    Err((path.into(), msg.into()))
+}
+
+/// Checks cross-field rules and fills defaults. Errors are (field path, message).
+/// `base_dir` is where relative paths in the scenario (CDF files) are found: the
+/// scenario file's folder.
+pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenario> {
+    let t = &f.topology;
+    if t.leaves == 0 {
+        return err("topology.leaves", "expected at least 1 leaf, found 0");
+    }
+    if t.hosts_per_leaf == 0 {
+        return err(
+            "topology.hosts_per_leaf",
+            "expected at least 1 host per leaf, found 0",
+        );
+    }
+    if t.leaves > 4096 || t.spines > 4096 || t.hosts_per_leaf > 4096 {
+        return err("topology", "at most 4096 leaves, spines and hosts per leaf");
+    }
+    if t.leaves * t.hosts_per_leaf < 2 {
+        return err(
+            "topology.hosts_per_leaf",
+            "a fabric needs at least 2 hosts to carry traffic",
+        );
+    }
+    if t.leaves > 1 && t.spines == 0 {
+        return err(
+            "topology.spines",
+            "expected at least 1 spine when there is more than one leaf",
+        );
+    }
+    if t.links_per_spine == 0 || t.links_per_spine > 64 {
+        return err(
+            "topology.links_per_spine",
+            format!(
+                "expected 1 to 64 parallel links, found {}",
+                t.links_per_spine
+            ),
+        );
+    }
+    let ports = 2 * t.leaves as u64 * t.hosts_per_leaf as u64
+        + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+    if ports > MAX_PORTS {
+        return err(
+            "topology",
+            format!("the fabric has {ports} ports; at most {MAX_PORTS} are supported"),
+        );
+    }
+    let host_link = LinkParams {
+        rate: t.host_link.rate.0,
+        latency: t.host_link.latency.0,
+    };
+    let fabric_link = t
+        .fabric_link
+        .map(|l| LinkParams {
+            rate: l.rate.0,
+            latency: l.latency.0,
+        })
+        .unwrap_or(host_link);
+    let topology = Topology {
+        leaves: t.leaves,
+        spines: t.spines,
+        hosts_per_leaf: t.hosts_per_leaf,
+        links_per_spine: t.links_per_spine,
+        host_link,
+        fabric_link,
+    };
+
+    let mtu = f.packet.mtu.0 .0;
+    let encapsulation = f.packet.encapsulation;
+    if mtu > 1 << 20 {
+        return err(
+            "packet.mtu",
+            format!("expected at most 1MiB, found {mtu} B (InfiniBand's largest is 4096B)"),
+        );
+    }
+    let mtu_wire = mtu + encapsulation.overhead_bytes();
+    let s = &f.switch;
+    let buffer_bytes = s.buffer.0 .0;
+    if mtu_wire > buffer_bytes {
+        return err(
+            "switch.buffer",
+            format!(
+                "a {mtu_wire} B packet (MTU {mtu} B + {} B {} overhead) does not fit a {} buffer",
+                encapsulation.overhead_bytes(),
+                encapsulation.name(),
+                s.buffer.0
+            ),
+        );
+    }
+    let limit = match (s.alpha, s.port_limit) {
+        (Some(_), Some(_)) => {
+            return err(
+                "switch.port_limit",
+                "give either `alpha` (dynamic threshold) or `port_limit`, not both",
+            )
+        }
+        (Some(a), None) => {
+            if !(a.is_finite() && a > 0.0 && a <= 1024.0) {
+                return err(
+                    "switch.alpha",
+                    format!("expected a number in (0, 1024], found {a}"),
+                );
+            }
+            // The largest queue a lone busy port can reach is alpha/(1+alpha) x buffer.
+            let max_q = a / (1.0 + a) * buffer_bytes as f64;
+            if max_q < mtu_wire as f64 {
+                return err(
+                    "switch.alpha",
+                    format!(
+                        "alpha {a} lets a queue hold at most {max_q:.0} B of the {buffer_bytes} B buffer, less than one {mtu_wire} B packet"
+                    ),
+                );
+            }
+            BufferLimit::Dynamic { alpha: a }
+        }
+        (None, Some(p)) => {
+            if p.0 .0 < mtu_wire {
+                return err(
+                    "switch.port_limit",
+                    format!("a {mtu_wire} B packet does not fit a {} port limit", p.0),
+                );
+            }
+            BufferLimit::PortLimit { bytes: p.0 .0 }
+        }
+        (None, None) => {
+            let a = 0.125;
+            if a / (1.0 + a) * (buffer_bytes as f64) < mtu_wire as f64 {
+                return err(
+                    "switch.buffer",
+                    format!(
+                        "with the default alpha 0.125 a queue may hold at most 1/9 of the buffer, less than one {mtu_wire} B packet"
+                    ),
+                );
+            }
+            BufferLimit::Dynamic { alpha: a }
+        }
+    };
+    let switch = SwitchConfig {
+        latency: s.latency.0,
+        buffer_bytes,
+        limit,
+        forwarding: s.forwarding,
+    };
+
+    let duration = f.duration.map(|d| d.0);
+    if duration == Some(SimDuration::ZERO) {
+        return err("duration", "expected a positive duration, found 0");
+    }
+    if let Some(d) = duration {
+        check_time("duration", d)?;
+    }
+    if f.workload.is_empty() {
+        return err("workload", "expected at least one workload item");
+    }
+    let hosts = topology.hosts();
+    let host_check = |path: String, h: u32| -> VResult<()> {
+        if h >= hosts {
+            err(
+                path,
+                format!(
+                    "host {h} does not exist: the fabric has {hosts} hosts, numbered 0 to {}",
+                    hosts - 1
+                ),
+            )
+        } else {
+            Ok(())
+        }
+    };
+    let mut workload = Vec::with_capacity(f.workload.len());
+    for (i, w) in f.workload.into_iter().enumerate() {
+        let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
+        let start = |s: Option<schema::Duration>| s.map(|d| d.0).unwrap_or_default();
+        let item = match w {
+            WorkloadSpec::Flows(list) => {
+                if list.is_empty() {
+                    return err(format!("workload[{i}].flows"), "expected at least one flow");
+                }
+                let mut flows = Vec::with_capacity(list.len());
+                for (j, fl) in list.into_iter().enumerate() {
+                    let fp = |field: &str| format!("workload[{i}].flows[{j}].{field}");
+                    host_check(fp("src"), fl.src)?;
+                    host_check(fp("dst"), fl.dst)?;
+                    if fl.src == fl.dst {
+                        return err(
+                            fp("dst"),
+                            format!(
+                                "a flow needs two different hosts, found src = dst = {}",
+                                fl.src
+                            ),
+                        );
+                    }
+                    check_size(fp("size"), fl.size.0 .0, mtu)?;
+                    check_time(fp("start"), start(fl.start))?;
+                    flows.push(crate::workload::ExplicitFlow {
+                        src: fl.src,
+                        dst: fl.dst,
+                        size: fl.size.0 .0,
+                        start: start(fl.start),
+                    });
+                }
+                Workload::Flows(flows)
+            }
+            WorkloadSpec::Permutation(s) => {
+                check_size(p("permutation", "size"), s.size.0 .0, mtu)?;
+                check_time(p("permutation", "start"), start(s.start))?;
+                Workload::Permutation {
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Incast(s) => {
+                host_check(p("incast", "receiver"), s.receiver)?;
+                if s.senders == 0 || s.senders > hosts - 1 {
+                    return err(
+                        p("incast", "senders"),
+                        format!(
+                            "expected 1 to {} senders (every host but the receiver), found {}",
+                            hosts - 1,
+                            s.senders
+                        ),
+                    );
+                }
+                check_size(p("incast", "size"), s.size.0 .0, mtu)?;
+                check_time(p("incast", "start"), start(s.start))?;
+                Workload::Incast {
+                    senders: s.senders,
+                    receiver: s.receiver,
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::AllToAll(s) => {
+                check_size(p("all_to_all", "size"), s.size.0 .0, mtu)?;
+                check_time(p("all_to_all", "start"), start(s.start))?;
+                let n = hosts as f64 * (hosts as f64 - 1.0);
+                if n > MAX_FLOWS {
+                    return err(
+                        format!("workload[{i}].all_to_all"),
+                        format!("{hosts} hosts make {n} flows; at most {MAX_FLOWS} are supported"),
+                    );
+                }
+                Workload::AllToAll {
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Poisson(s) => {
+                if !(s.load.is_finite() && s.load > 0.0 && s.load <= 1.0) {
+                    return err(
+                        p("poisson", "load"),
+                        format!(
+                            "expected a fraction of the host link rate in (0, 1], found {}",
+                            s.load
+                        ),
+                    );
+                }
+                let st = start(s.start);
+                let until = match (s.until, duration) {
+                    (Some(u), _) => u.0,
+                    (None, Some(d)) => d,
+                    (None, None) => {
+                        return err(
+                            p("poisson", "until"),
+                            "a Poisson workload needs `until` (or a scenario `duration`) to know when arrivals stop",
+                        )
+                    }
+                };
+                if until <= st {
+                    return err(
+                        p("poisson", "until"),
+                        format!("expected a time after start ({st}), found {until}"),
+                    );
+                }
+                let all: Vec<u32> = (0..hosts).collect();
+                let mut lists = [Vec::new(), Vec::new()];
+                for (li, (name, given)) in
+                    [("src_hosts", &s.src_hosts), ("dst_hosts", &s.dst_hosts)]
+                        .into_iter()
+                        .enumerate()
+                {
+                    let list = given.clone().unwrap_or_else(|| all.clone());
+                    if list.is_empty() {
+                        return err(p("poisson", name), "expected at least one host");
+                    }
+                    for (j, &h) in list.iter().enumerate() {
+                        host_check(format!("workload[{i}].poisson.{name}[{j}]"), h)?;
+                    }
+                    lists[li] = list;
+                }
+                let [src_hosts, dst_hosts] = lists;
+                if dst_hosts.len() == 1 && src_hosts == dst_hosts {
+                    return err(
+                        p("poisson", "dst_hosts"),
+                        "the only receiver is the only sender: a host does not send to itself",
+                    );
+                }
+                let dist = SizeDist::from_spec(&s.sizes, base_dir).map_err(|m| (p("poisson", "sizes"), m))?;
+                Workload::Poisson {
+                    load: s.load,
+                    dist,
+                    start: st,
+                    until,
+                    src_hosts,
+                    dst_hosts,
+                }
+            }
+        };
+        workload.push(item);
+    }
+
+    Ok(Scenario {
+        name: f.name.unwrap_or_else(|| stem.to_string()),
+        seed: f.seed,
+        duration,
+        topology,
+        switch,
+        routing: f.routing,
+        mtu,
+        encapsulation,
+        workload,
+    })
+}

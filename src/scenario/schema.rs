@@ -1,0 +1,400 @@
+//! The YAML scenario schema: every field, its unit and its default.
+//!
+//! Quantities are strings with units, parsed while the YAML is read (so a bad one is
+//! reported with its line and column). Unknown fields are errors everywhere
+//! (`deny_unknown_fields`). Cross-field checks (an MTU larger than the buffer, more incast
+//! senders than hosts) happen afterwards in [`super::validate`].
+
+use crate::packet::Encapsulation;
+use crate::units::{parse_bytes, parse_duration, parse_rate, BitsPerSec, Bytes, SimDuration};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Declares a newtype over a unit type that deserializes from a unit string and rejects a
+/// bare number with a message that says which unit was expected.
+macro_rules! unit_newtype {
+    ($name:ident, $inner:ty, $parse:path, $what:literal, $nonzero:expr) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        pub struct $name(pub $inner);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_str<E: de::Error>(self, s: &str) -> Result<$name, E> {
+                        let v = $parse(s).map_err(E::custom)?;
+                        if $nonzero && v.0 == 0 {
+                            return Err(E::custom(format!(
+                                "`{s}` is zero; {} must be greater than zero",
+                                $what
+                            )));
+                        }
+                        Ok($name(v))
+                    }
+                    fn visit_u64<E: de::Error>(self, n: u64) -> Result<$name, E> {
+                        self.visit_str(&n.to_string())
+                    }
+                    fn visit_i64<E: de::Error>(self, n: i64) -> Result<$name, E> {
+                        self.visit_str(&n.to_string())
+                    }
+                    fn visit_f64<E: de::Error>(self, n: f64) -> Result<$name, E> {
+                        self.visit_str(&n.to_string())
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+}
+
+unit_newtype!(Rate, BitsPerSec, parse_rate, "a rate", true);
+unit_newtype!(Duration, SimDuration, parse_duration, "a duration", false);
+unit_newtype!(Size, Bytes, parse_bytes, "a size", false);
+unit_newtype!(NonZeroSize, Bytes, parse_bytes, "a size", true);
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Free text naming the scenario; default: the file stem.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Seed for every random stream in the run; default 1.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated time after which the run stops; default: run until all work completes.
+    #[serde(default)]
+    pub duration: Option<Duration>,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub switch: SwitchSpec,
+    #[serde(default)]
+    pub routing: Routing,
+    #[serde(default)]
+    pub packet: PacketSpec,
+    pub workload: Vec<WorkloadSpec>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// The two-tier Clos fabric.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Leaf (top-of-rack) switches, at least 1.
+    pub leaves: u32,
+    /// Spine switches; may be 0 only with a single leaf (a one-hop fabric).
+    pub spines: u32,
+    /// Hosts under each leaf, at least 1 (2 in all).
+    pub hosts_per_leaf: u32,
+    /// Host <-> leaf links.
+    pub host_link: LinkSpec,
+    /// Leaf <-> spine links; default: the same as `host_link`.
+    #[serde(default)]
+    pub fabric_link: Option<LinkSpec>,
+    /// Parallel links between each leaf and each spine; default 1.
+    #[serde(default = "one")]
+    pub links_per_spine: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One link: a rate and a one-way propagation latency.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Line rate, e.g. `200Gbps`. Required.
+    pub rate: Rate,
+    /// One-way propagation delay (cable plus PHY/FEC); default `100ns`.
+    #[serde(default = "default_link_latency")]
+    pub latency: Duration,
+}
+
+fn default_link_latency() -> Duration {
+    Duration(SimDuration::from_ns(100))
+}
+
+/// Store-and-forward or cut-through switching.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Forwarding {
+    /// Forward a packet after its last byte has arrived (default).
+    #[default]
+    StoreAndForward,
+    /// Start forwarding once the header has arrived.
+    CutThrough,
+}
+
+/// Switches (leaves and spines alike).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Port-to-port latency; default `300ns` (design reference, "Switches and links").
+    #[serde(default = "default_switch_latency")]
+    pub latency: Duration,
+    /// Packet buffer shared by all ports of a switch; default `32MiB`.
+    #[serde(default = "default_buffer")]
+    pub buffer: NonZeroSize,
+    /// Dynamic threshold: a queue may use at most alpha x the free buffer. Default 0.125
+    /// (HPCC's simulator) when `port_limit` is not given.
+    #[serde(default)]
+    pub alpha: Option<f64>,
+    /// Static per-port limit instead of the dynamic threshold.
+    #[serde(default)]
+    pub port_limit: Option<NonZeroSize>,
+    /// `store_and_forward` (default) or `cut_through`.
+    #[serde(default)]
+    pub forwarding: Forwarding,
+}
+
+fn default_switch_latency() -> Duration {
+    Duration(SimDuration::from_ns(300))
+}
+fn default_buffer() -> NonZeroSize {
+    NonZeroSize(Bytes(32 << 20))
+}
+
+impl Default for SwitchSpec {
+    fn default() -> Self {
+        SwitchSpec {
+            latency: default_switch_latency(),
+            buffer: default_buffer(),
+            alpha: None,
+            port_limit: None,
+            forwarding: Forwarding::default(),
+        }
+    }
+}
+
+/// How a leaf picks an uplink (and a spine one of several parallel links).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Per-flow hash (seeded), as Ethernet ECMP; flows may collide (default).
+    #[default]
+    Ecmp,
+    /// Destination-based d-mod-k, as an InfiniBand subnet manager programs it.
+    Static,
+    /// Per-packet round robin over the uplinks (each flow's packets in turn).
+    Spray,
+    /// Per packet, the uplink with the fewest queued bytes.
+    Adaptive,
+}
+
+impl Routing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::Ecmp => "ecmp",
+            Routing::Static => "static",
+            Routing::Spray => "spray",
+            Routing::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// Packet format.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacketSpec {
+    /// Path MTU: the most payload bytes per packet; default `4096B`.
+    #[serde(default = "default_mtu")]
+    pub mtu: NonZeroSize,
+    /// `ib` (default), `ib_grh` or `rocev2`.
+    #[serde(default)]
+    pub encapsulation: Encapsulation,
+}
+
+fn default_mtu() -> NonZeroSize {
+    NonZeroSize(Bytes(4096))
+}
+
+impl Default for PacketSpec {
+    fn default() -> Self {
+        PacketSpec {
+            mtu: default_mtu(),
+            encapsulation: Encapsulation::default(),
+        }
+    }
+}
+
+/// One item of the `workload:` list, written as a one-key map: `- permutation: { ... }`.
+#[derive(Debug, Clone)]
+pub enum WorkloadSpec {
+    /// An explicit list of flows.
+    Flows(Vec<FlowSpec>),
+    /// Every host sends `size` to a distinct other host (a random derangement).
+    Permutation(PermutationSpec),
+    /// `senders` hosts each send `size` to `receiver`.
+    Incast(IncastSpec),
+    /// Every host sends `size` to every other host.
+    AllToAll(AllToAllSpec),
+    /// Open-loop Poisson arrivals at `load` x host link rate.
+    Poisson(PoissonSpec),
+}
+
+const WORKLOAD_KINDS: &[&str] = &["flows", "permutation", "incast", "all_to_all", "poisson"];
+
+impl<'de> Deserialize<'de> for WorkloadSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WorkloadSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(
+                    f,
+                    "a one-key map naming the workload kind ({})",
+                    WORKLOAD_KINDS.join(", ")
+                )
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<WorkloadSpec, A::Error> {
+                let key: String = m
+                    .next_key()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let v = match key.as_str() {
+                    "flows" => WorkloadSpec::Flows(m.next_value()?),
+                    "permutation" => WorkloadSpec::Permutation(m.next_value()?),
+                    "incast" => WorkloadSpec::Incast(m.next_value()?),
+                    "all_to_all" => WorkloadSpec::AllToAll(m.next_value()?),
+                    "poisson" => WorkloadSpec::Poisson(m.next_value()?),
+                    other => return Err(de::Error::unknown_variant(other, WORKLOAD_KINDS)),
+                };
+                if let Some(extra) = m.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "one workload kind per list item, found a second key `{extra}` (start a new `- ` item)"
+                    )));
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub size: NonZeroSize,
+    /// Default `0us`.
+    #[serde(default)]
+    pub start: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermutationSpec {
+    pub size: NonZeroSize,
+    #[serde(default)]
+    pub start: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncastSpec {
+    /// Number of senders, chosen at random (seeded) among the other hosts.
+    pub senders: u32,
+    pub receiver: u32,
+    pub size: NonZeroSize,
+    #[serde(default)]
+    pub start: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllToAllSpec {
+    pub size: NonZeroSize,
+    #[serde(default)]
+    pub start: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoissonSpec {
+    /// Offered payload load per sending host, as a fraction of its host link rate, in
+    /// (0, 1].
+    pub load: f64,
+    /// Flow-size distribution.
+    pub sizes: SizeDistSpec,
+    /// First arrival no earlier than this; default `0us`.
+    #[serde(default)]
+    pub start: Option<Duration>,
+    /// No arrival at or after this time; default: the scenario `duration`.
+    #[serde(default)]
+    pub until: Option<Duration>,
+    /// Hosts that send; default all.
+    #[serde(default)]
+    pub src_hosts: Option<Vec<u32>>,
+    /// Hosts that receive (each flow picks one at random, never its sender); default all.
+    #[serde(default)]
+    pub dst_hosts: Option<Vec<u32>>,
+}
+
+/// A flow-size distribution: `websearch`, `hadoop`, `{ fixed: 4KB }`,
+/// `{ uniform: [1KB, 64KB] }` or `{ cdf_file: path }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SizeDistSpec {
+    WebSearch,
+    Hadoop,
+    Fixed(Bytes),
+    Uniform(Bytes, Bytes),
+    CdfFile(String),
+}
+
+impl<'de> Deserialize<'de> for SizeDistSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str =
+            "`websearch`, `hadoop`, `{ fixed: SIZE }`, `{ uniform: [MIN, MAX] }` or `{ cdf_file: PATH }`";
+        impl<'de> Visitor<'de> for V {
+            type Value = SizeDistSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeDistSpec, E> {
+                match s {
+                    "websearch" => Ok(SizeDistSpec::WebSearch),
+                    "hadoop" => Ok(SizeDistSpec::Hadoop),
+                    _ => Err(E::custom(format!(
+                        "unknown size distribution `{s}`, expected {EXPECTED}"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<SizeDistSpec, A::Error> {
+                let key: String = m
+                    .next_key()?
+                    .ok_or_else(|| de::Error::custom(format!("expected {EXPECTED}")))?;
+                let v = match key.as_str() {
+                    "fixed" => SizeDistSpec::Fixed(m.next_value::<NonZeroSize>()?.0),
+                    "uniform" => {
+                        let [a, b]: [NonZeroSize; 2] = m.next_value()?;
+                        SizeDistSpec::Uniform(a.0, b.0)
+                    }
+                    "cdf_file" => SizeDistSpec::CdfFile(m.next_value()?),
+                    other => {
+                        return Err(de::Error::unknown_field(
+                            other,
+                            &["fixed", "uniform", "cdf_file"],
+                        ))
+                    }
+                };
+                if let Some(extra) = m.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "a size distribution takes one key, found a second `{extra}`"
+                    )));
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

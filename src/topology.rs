@@ -1,0 +1,379 @@
+//! The two-tier Clos (leaf-spine) fabric: hosts, leaves, spines, the ports between them,
+//! and how a packet's next port is chosen.
+//!
+//! Models: `leaves` leaf switches with `hosts_per_leaf` hosts each, and `spines` spine
+//! switches joined to every leaf by `links_per_spine` parallel links. A one-leaf fabric
+//! (no spines) is valid, so one hop can be compared with two. Every link is two
+//! unidirectional ports; ports live in one arena with a fixed arithmetic layout, so a
+//! route is computed from the packet's destination and flow hash, never stored:
+//!
+//! | range | port | tier |
+//! |---|---|---|
+//! | `[0, H)` | host h -> its leaf | `host_to_leaf` |
+//! | `[H, 2H)` | leaf -> host h | `leaf_to_host` |
+//! | `[2H, 2H + L*U)` | leaf l uplink u -> spine u / K | `leaf_to_spine` |
+//! | `[2H + L*U, 2H + 2L*U)` | spine s parallel link k -> leaf l | `spine_to_leaf` |
+//!
+//! with H hosts, L leaves, S spines, K links per spine pair and U = S*K uplinks per leaf.
+//!
+//! Routing (design reference, "Switches and links"): `ecmp` hashes the flow (seeded) to
+//! one uplink; `static` is destination-based d-mod-k as OpenSM's ftree programs it;
+//! `spray` is per-packet round robin (over each flow's packets); `adaptive` picks the uplink with the fewest queued
+//! bytes per packet. Leaves out: failures, multi-tier fabrics, rail wiring.
+
+use crate::scenario::schema::Routing;
+use crate::units::{BitsPerSec, SimDuration};
+use serde::Serialize;
+
+/// A node a port delivers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    Host(u32),
+    /// A switch by switch index: leaves are `0..L`, spines `L..L+S`.
+    Switch(u32),
+}
+
+/// Which tier a port belongs to, for reporting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    HostToLeaf,
+    LeafToSpine,
+    SpineToLeaf,
+    LeafToHost,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [
+        Tier::HostToLeaf,
+        Tier::LeafToSpine,
+        Tier::SpineToLeaf,
+        Tier::LeafToHost,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::HostToLeaf => "host_to_leaf",
+            Tier::LeafToSpine => "leaf_to_spine",
+            Tier::SpineToLeaf => "spine_to_leaf",
+            Tier::LeafToHost => "leaf_to_host",
+        }
+    }
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Tier::HostToLeaf => "host->leaf",
+            Tier::LeafToSpine => "leaf->spine",
+            Tier::SpineToLeaf => "spine->leaf",
+            Tier::LeafToHost => "leaf->host",
+        }
+    }
+}
+
+/// A link's rate and one-way propagation latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkParams {
+    pub rate: BitsPerSec,
+    pub latency: SimDuration,
+}
+
+/// The fabric's shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub leaves: u32,
+    pub spines: u32,
+    pub hosts_per_leaf: u32,
+    pub links_per_spine: u32,
+    pub host_link: LinkParams,
+    pub fabric_link: LinkParams,
+}
+
+impl Topology {
+    pub fn hosts(&self) -> u32 {
+        self.leaves * self.hosts_per_leaf
+    }
+    pub fn switches(&self) -> u32 {
+        self.leaves + self.spines
+    }
+    /// Uplinks per leaf (spines x parallel links).
+    pub fn uplinks_per_leaf(&self) -> u32 {
+        self.spines * self.links_per_spine
+    }
+    pub fn ports(&self) -> u32 {
+        2 * self.hosts() + 2 * self.leaves * self.uplinks_per_leaf()
+    }
+    pub fn leaf_of(&self, host: u32) -> u32 {
+        host / self.hosts_per_leaf
+    }
+    pub fn is_leaf(&self, switch: u32) -> bool {
+        switch < self.leaves
+    }
+
+    /// Host-facing over spine-facing bandwidth per leaf; `None` on a fabric without spines.
+    pub fn oversubscription(&self) -> Option<f64> {
+        let up = self.uplinks_per_leaf() as f64 * self.fabric_link.rate.0 as f64;
+        if up == 0.0 {
+            return None;
+        }
+        Some(self.hosts_per_leaf as f64 * self.host_link.rate.0 as f64 / up)
+    }
+
+    // ---- port layout ----
+    pub fn host_up(&self, host: u32) -> u32 {
+        host
+    }
+    pub fn leaf_down(&self, host: u32) -> u32 {
+        self.hosts() + host
+    }
+    pub fn leaf_up(&self, leaf: u32, uplink: u32) -> u32 {
+        2 * self.hosts() + leaf * self.uplinks_per_leaf() + uplink
+    }
+    /// Spine `s`'s parallel link `k` down to `leaf`.
+    pub fn spine_down(&self, spine: u32, leaf: u32, k: u32) -> u32 {
+        2 * self.hosts()
+            + self.leaves * self.uplinks_per_leaf()
+            + (spine * self.leaves + leaf) * self.links_per_spine
+            + k
+    }
+
+    /// Tier, link parameters, the switch whose buffer holds the port's queue (`None` for a
+    /// host's own port) and the node the port delivers to.
+    pub fn port_info(&self, port: u32) -> (Tier, LinkParams, Option<u32>, Node) {
+        let h = self.hosts();
+        let lu = self.leaves * self.uplinks_per_leaf();
+        if port < h {
+            (
+                Tier::HostToLeaf,
+                self.host_link,
+                None,
+                Node::Switch(self.leaf_of(port)),
+            )
+        } else if port < 2 * h {
+            let host = port - h;
+            (
+                Tier::LeafToHost,
+                self.host_link,
+                Some(self.leaf_of(host)),
+                Node::Host(host),
+            )
+        } else if port < 2 * h + lu {
+            let i = port - 2 * h;
+            let leaf = i / self.uplinks_per_leaf();
+            let spine = (i % self.uplinks_per_leaf()) / self.links_per_spine;
+            (
+                Tier::LeafToSpine,
+                self.fabric_link,
+                Some(leaf),
+                Node::Switch(self.leaves + spine),
+            )
+        } else {
+            let i = port - 2 * h - lu;
+            let k = self.links_per_spine;
+            let spine = i / (self.leaves * k);
+            let leaf = (i / k) % self.leaves;
+            (
+                Tier::SpineToLeaf,
+                self.fabric_link,
+                Some(self.leaves + spine),
+                Node::Switch(leaf),
+            )
+        }
+    }
+
+    /// A short name for a port, e.g. `leaf3->spine1#0`.
+    pub fn port_name(&self, port: u32) -> String {
+        let h = self.hosts();
+        let lu = self.leaves * self.uplinks_per_leaf();
+        if port < h {
+            format!("host{}->leaf{}", port, self.leaf_of(port))
+        } else if port < 2 * h {
+            let host = port - h;
+            format!("leaf{}->host{}", self.leaf_of(host), host)
+        } else if port < 2 * h + lu {
+            let i = port - 2 * h;
+            let leaf = i / self.uplinks_per_leaf();
+            let u = i % self.uplinks_per_leaf();
+            format!(
+                "leaf{}->spine{}#{}",
+                leaf,
+                u / self.links_per_spine,
+                u % self.links_per_spine
+            )
+        } else {
+            let i = port - 2 * h - lu;
+            let k = self.links_per_spine;
+            format!(
+                "spine{}->leaf{}#{}",
+                i / (self.leaves * k),
+                (i / k) % self.leaves,
+                i % k
+            )
+        }
+    }
+
+    /// Number of switches a packet from `src` to `dst` crosses: 1 under one leaf, 3 across
+    /// the spines.
+    pub fn switch_hops(&self, src: u32, dst: u32) -> u32 {
+        if self.leaf_of(src) == self.leaf_of(dst) {
+            1
+        } else {
+            3
+        }
+    }
+
+    /// The links a packet from `src` to `dst` crosses, in order.
+    pub fn path_links(&self, src: u32, dst: u32) -> Vec<LinkParams> {
+        if self.switch_hops(src, dst) == 1 {
+            vec![self.host_link, self.host_link]
+        } else {
+            vec![
+                self.host_link,
+                self.fabric_link,
+                self.fabric_link,
+                self.host_link,
+            ]
+        }
+    }
+}
+
+/// Mixes 64 bits (SplitMix64's finalizer): the hash behind ECMP and seed derivation.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
+
+/// Picks one of `n` choices at switch `switch` for packet `seq` of a flow.
+///
+/// `queued` reports the queued bytes of choice i (used by `adaptive` only).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn choose(
+    routing: Routing,
+    n: u32,
+    switch: u32,
+    dst: u32,
+    flow_hash: u32,
+    seq: u32,
+    queued: impl Fn(u32) -> u64,
+) -> u32 {
+    if n <= 1 {
+        return 0;
+    }
+    match routing {
+        // Each switch hashes with its own salt, as switches seed their hash functions
+        // differently; the flow hash itself is seeded per run.
+        Routing::Ecmp => (mix64(((switch as u64) << 32) | flow_hash as u64) % n as u64) as u32,
+        // d-mod-k: destination-based, the same for every source.
+        Routing::Static => dst % n,
+        // Round robin over the uplinks per flow: packet i of a flow takes uplink
+        // (offset + i) mod n, the offset hashed from the flow and switch. A per-switch
+        // counter would lock into step with synchronized senders (every host's k-th packet
+        // arriving in the same order each round) and turn spraying into source routing.
+        Routing::Spray => spray_choice(n, switch, flow_hash, seq),
+        Routing::Adaptive => {
+            // Least queued bytes; ties go to the first at or after the spray choice, so an
+            // idle fabric is spread as spray spreads it.
+            let start = spray_choice(n, switch, flow_hash, seq);
+            let mut best = start;
+            let mut best_q = queued(start);
+            for j in 1..n {
+                let c = (start + j) % n;
+                let q = queued(c);
+                if q < best_q {
+                    best = c;
+                    best_q = q;
+                }
+            }
+            best
+        }
+    }
+}
+
+#[inline]
+fn spray_choice(n: u32, switch: u32, flow_hash: u32, seq: u32) -> u32 {
+    let offset = mix64(((switch as u64) << 32) | flow_hash as u64) % n as u64;
+    ((offset + seq as u64) % n as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo() -> Topology {
+        let l = LinkParams {
+            rate: BitsPerSec(100_000_000_000),
+            latency: SimDuration::from_ns(100),
+        };
+        Topology {
+            leaves: 3,
+            spines: 2,
+            hosts_per_leaf: 4,
+            links_per_spine: 2,
+            host_link: l,
+            fabric_link: l,
+        }
+    }
+
+    #[test]
+    fn port_layout_is_a_bijection() {
+        let t = topo();
+        assert_eq!(t.ports(), 2 * 12 + 2 * 3 * 4);
+        let mut names = std::collections::HashSet::new();
+        for p in 0..t.ports() {
+            assert!(names.insert(t.port_name(p)));
+        }
+        // leaf_up and spine_down agree with port_info.
+        for leaf in 0..3 {
+            for u in 0..4 {
+                let (tier, _, sw, to) = t.port_info(t.leaf_up(leaf, u));
+                assert_eq!(tier, Tier::LeafToSpine);
+                assert_eq!(sw, Some(leaf));
+                assert_eq!(to, Node::Switch(3 + u / 2));
+            }
+        }
+        for s in 0..2 {
+            for leaf in 0..3 {
+                for k in 0..2 {
+                    let (tier, _, sw, to) = t.port_info(t.spine_down(s, leaf, k));
+                    assert_eq!(tier, Tier::SpineToLeaf);
+                    assert_eq!(sw, Some(3 + s));
+                    assert_eq!(to, Node::Switch(leaf));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn oversubscription_is_host_over_uplink_bandwidth() {
+        let mut t = topo();
+        // 4 hosts x 100G over 2 spines x 2 links x 100G = 1:1.
+        assert_eq!(t.oversubscription(), Some(1.0));
+        t.links_per_spine = 1;
+        assert_eq!(t.oversubscription(), Some(2.0));
+        t.spines = 0;
+        assert_eq!(t.oversubscription(), None);
+    }
+
+    #[test]
+    fn routing_choices() {
+        // static: d mod k
+        assert_eq!(choose(Routing::Static, 4, 0, 13, 0, 0, |_| 0), 1);
+        // spray: round robin over a flow's packets, from a hashed offset
+        let picks: Vec<u32> = (0..6)
+            .map(|i| choose(Routing::Spray, 3, 0, 0, 9, i, |_| 0))
+            .collect();
+        assert_eq!(picks[3..], picks[..3]);
+        let mut first3 = picks[..3].to_vec();
+        first3.sort();
+        assert_eq!(first3, vec![0, 1, 2]);
+        // adaptive: least queued
+        let q = [500u64, 100, 300, 100];
+        assert_eq!(
+            choose(Routing::Adaptive, 4, 0, 0, 0, 0, |i| q[i as usize]),
+            1
+        );
+        // ecmp: same flow, same choice
+        let a = choose(Routing::Ecmp, 8, 2, 0, 77, 0, |_| 0);
+        assert_eq!(a, choose(Routing::Ecmp, 8, 2, 5, 77, 9, |_| 0));
+    }
+}

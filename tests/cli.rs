@@ -1,0 +1,259 @@
+//! The command line as a user meets it: scenarios validate, runs are byte-identical, bad
+//! input exits 2 with the file, line, column and field.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_doorbell"))
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("doorbell-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run_ok(args: &[&str]) -> Output {
+    let o = bin().args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "doorbell {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+#[test]
+fn every_shipped_scenario_validates() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(root().join("scenarios")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            let o = run_ok(&["validate", p.to_str().unwrap()]);
+            let s = String::from_utf8_lossy(&o.stdout);
+            assert!(s.contains("ok"), "{s}");
+            assert!(s.contains("BDP"), "validate prints the BDP per path: {s}");
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "expected the five foundation scenarios, found {n}");
+}
+
+fn read_results(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    ["summary.json", "flows.csv", "ports.csv"]
+        .iter()
+        .map(|f| (f.to_string(), std::fs::read(dir.join(f)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn two_runs_are_byte_identical_and_the_seed_matters() {
+    let sc = root().join("scenarios/quickstart.yaml");
+    let sc = sc.to_str().unwrap();
+    let (a, b, c) = (tmpdir("det-a"), tmpdir("det-b"), tmpdir("det-c"));
+    run_ok(&["run", sc, "--quiet", "--out", a.to_str().unwrap()]);
+    run_ok(&["run", sc, "--quiet", "--out", b.to_str().unwrap()]);
+    run_ok(&[
+        "run",
+        sc,
+        "--quiet",
+        "--out",
+        c.to_str().unwrap(),
+        "--seed",
+        "8",
+    ]);
+    let (ra, rb, rc) = (read_results(&a), read_results(&b), read_results(&c));
+    for ((name, x), (_, y)) in ra.iter().zip(&rb) {
+        assert!(!x.is_empty());
+        assert!(x == y, "{name} differs between two runs of the same seed");
+    }
+    assert!(
+        ra[1].1 != rc[1].1,
+        "a different seed should change flows.csv"
+    );
+    assert!(a.join("perf.json").exists());
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("summary.json")).unwrap()).unwrap();
+    for key in [
+        "/flows/count",
+        "/flows/completed",
+        "/fct_us/mean",
+        "/fct_us/p50",
+        "/fct_us/p90",
+        "/fct_us/p99",
+        "/fct_us/p999",
+        "/fct_us/max",
+        "/slowdown/p50",
+        "/slowdown/p99",
+        "/goodput_gbps/aggregate",
+        "/drops/packets",
+        "/topology/hosts",
+        "/topology/leaves",
+        "/topology/spines",
+        "/topology/oversubscription",
+        "/events",
+    ] {
+        assert!(summary.pointer(key).is_some(), "summary.json lacks {key}");
+    }
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn set_overrides_a_field() {
+    let sc = root().join("scenarios/quickstart.yaml");
+    let o = run_ok(&[
+        "validate",
+        sc.to_str().unwrap(),
+        "--set",
+        "topology.spines=8",
+        "--set",
+        "workload[0].permutation.size=1MB",
+    ]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("8 spines"), "{s}");
+    assert!(s.contains("1:1"), "8 spines make the quickstart 1:1: {s}");
+}
+
+/// Writes `yaml` to a file, runs `validate` and `run` on it, asserts exit code 2 and
+/// that nothing was written, and returns the error message.
+fn expect_bad(name: &str, yaml: &str) -> String {
+    let d = tmpdir(name);
+    let f = d.join(format!("{name}.yaml"));
+    std::fs::write(&f, yaml).unwrap();
+    let out = d.join("out");
+    let mut last = String::new();
+    for args in [
+        vec!["validate", f.to_str().unwrap()],
+        vec!["run", f.to_str().unwrap(), "--out", out.to_str().unwrap()],
+    ] {
+        let o = bin().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        last = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(
+            last.contains(&format!("{name}.yaml")),
+            "names the file: {last}"
+        );
+    }
+    assert!(!out.exists(), "nothing is written for bad input");
+    let _ = std::fs::remove_dir_all(d);
+    last
+}
+
+const GOOD: &str = "topology:
+  leaves: 2
+  spines: 1
+  hosts_per_leaf: 4
+  host_link: { rate: 100Gbps, latency: 100ns }
+switch:
+  buffer: 1MiB
+workload:
+  - incast: { senders: 3, receiver: 0, size: 64KB }
+";
+
+#[test]
+fn the_good_base_case_runs() {
+    let d = tmpdir("good");
+    let f = d.join("good.yaml");
+    std::fs::write(&f, GOOD).unwrap();
+    run_ok(&[
+        "run",
+        f.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        d.join("o").to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn a_typo_d_field_is_an_error_with_line_and_column() {
+    let e = expect_bad("typo", &GOOD.replace("{ rate: 100Gbps", "{ rat: 100Gbps"));
+    assert!(e.contains(":5:"), "line 5: {e}");
+    assert!(e.contains("topology.host_link"), "field path: {e}");
+    assert!(e.contains("unknown field `rat`"), "{e}");
+    assert!(e.contains("`rate`"), "says what was expected: {e}");
+}
+
+#[test]
+fn a_negative_rate_is_an_error() {
+    let e = expect_bad("negative", &GOOD.replace("100Gbps", "-100Gbps"));
+    assert!(e.contains("topology.host_link.rate"), "{e}");
+    assert!(e.contains("negative"), "{e}");
+}
+
+#[test]
+fn a_missing_unit_is_an_error() {
+    let e = expect_bad("nounit", &GOOD.replace("latency: 100ns", "latency: 100"));
+    assert!(e.contains("topology.host_link.latency"), "{e}");
+    assert!(e.contains("unit"), "{e}");
+    assert!(e.contains("ns"), "suggests a unit: {e}");
+}
+
+#[test]
+fn impossible_values_are_rejected_before_the_run() {
+    let e = expect_bad("zerorate", &GOOD.replace("100Gbps", "0Gbps"));
+    assert!(e.contains("rate") && e.contains("zero"), "{e}");
+    let e = expect_bad(
+        "bigmtu",
+        &GOOD.replace(
+            "switch:\n  buffer: 1MiB",
+            "switch:\n  buffer: 2KiB\npacket: { mtu: 4096B }",
+        ),
+    );
+    assert!(
+        e.contains("switch.buffer") && e.contains("does not fit"),
+        "{e}"
+    );
+    let e = expect_bad("senders", &GOOD.replace("senders: 3", "senders: 9"));
+    assert!(e.contains("workload[0].incast.senders"), "{e}");
+    assert!(e.contains(":9:"), "points at the line: {e}");
+    let e = expect_bad("nohost", &GOOD.replace("receiver: 0", "receiver: 8"));
+    assert!(e.contains("host 8 does not exist"), "{e}");
+    let e = expect_bad("spines", &GOOD.replace("spines: 1", "spines: 0"));
+    assert!(e.contains("topology.spines"), "{e}");
+    let e = expect_bad("kind", &GOOD.replace("- incast:", "- incest:"));
+    assert!(e.contains("unknown variant `incest`"), "{e}");
+    let e = expect_bad("notyaml", "topology: [unclosed\n");
+    assert!(e.contains("notyaml.yaml:"), "{e}");
+    let e = expect_bad(
+        "load",
+        &GOOD.replace(
+            "  - incast: { senders: 3, receiver: 0, size: 64KB }",
+            "  - poisson: { load: 1.5, sizes: websearch, until: 1ms }",
+        ),
+    );
+    assert!(e.contains("workload[0].poisson.load"), "{e}");
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let o = bin().args(["run", "/nonexistent/x.yaml"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read"));
+}
+
+#[test]
+fn bad_set_overrides_exit_2() {
+    let sc = root().join("scenarios/quickstart.yaml");
+    for (set, want) in [
+        ("topology.spinez=4", "spinez"),
+        ("topology.spines=-1", "topology.spines"),
+        ("nonsense", "dotted.path=value"),
+    ] {
+        let o = bin()
+            .args(["validate", sc.to_str().unwrap(), "--set", set])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{set}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{set}: {e}");
+    }
+}

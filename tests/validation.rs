@@ -1,0 +1,281 @@
+//! Validation of the foundation fabric against closed-form results.
+//!
+//! Each test states the analytic figure, where it comes from and why its tolerance is what
+//! it is. Scenarios are written inline as YAML so each test reads as a user would write it.
+
+use doorbell::analytic::md1_mean_wait;
+use doorbell::metrics::summarize;
+use doorbell::scenario::{parse_str, Overrides, Scenario};
+use doorbell::sim::{run, RunOutput};
+use doorbell::units::{serialization_delay, BitsPerSec};
+
+fn scenario(yaml: &str) -> Scenario {
+    parse_str(yaml, "inline.yaml", "inline", &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
+    let f = &out.flows[flow];
+    f.finish.expect("flow completed").0 - f.def.start.0
+}
+
+const TWO_HOP: &str = "
+seed: 1
+topology:
+  leaves: 2
+  spines: 1
+  hosts_per_leaf: 1
+  host_link: { rate: 100Gbps, latency: 200ns }
+  fabric_link: { rate: 400Gbps, latency: 500ns }
+switch: { latency: 300ns, forwarding: FORWARDING }
+packet: { mtu: 4096B, encapsulation: ib }
+workload:
+  - flows: [ { src: 0, dst: 1, size: 1000B } ]
+";
+
+#[test]
+fn one_packet_across_two_hops_store_and_forward_to_the_picosecond() {
+    let sc = scenario(&TWO_HOP.replace("FORWARDING", "store_and_forward"));
+    let out = run(&sc);
+    // 1000 B + 26 B IB overhead = 1026 B = 8208 bits.
+    // Serialization: 82_080 ps at 100 Gb/s (host links), 20_520 ps at 400 Gb/s (fabric).
+    // host->leaf, leaf->spine, spine->leaf, leaf->host; three switches of 300 ns.
+    let expected = 2 * 82_080 + 2 * 20_520 // serialization, four hops
+        + 2 * 200_000 + 2 * 500_000        // propagation
+        + 3 * 300_000; // port-to-port latency
+    assert_eq!(fct_ps(&out, 0), expected);
+    assert_eq!(out.flows[0].ideal.0, expected, "the analytic ideal agrees");
+}
+
+#[test]
+fn one_packet_across_two_hops_cut_through_to_the_picosecond() {
+    let sc = scenario(&TWO_HOP.replace("FORWARDING", "cut_through"));
+    let out = run(&sc);
+    // Cut-through forwards once the 20 B header (LRH + BTH) is in, 300 ns later, but never
+    // so early that the faster egress would overtake the ingress tail:
+    //  leaf:  header in at 1_600 + 200_000 = 201_600, tail at 282_080;
+    //         start = max(201_600 + 300_000, 282_080 + 300_000 - 20_520) = 561_560
+    //  spine: header in at 561_560 + 400 + 500_000 = 1_061_960 -> start 1_361_960
+    //         (tail bound 1_082_080 + 300_000 - 20_520 = 1_361_560 is earlier)
+    //  leaf:  header in at 1_361_960 + 400 + 500_000 = 1_862_360 -> start 2_162_360
+    //  host:  tail in at 2_162_360 + 82_080 + 200_000 = 2_444_440
+    assert_eq!(fct_ps(&out, 0), 2_444_440);
+    assert_eq!(out.flows[0].ideal.0, 2_444_440);
+}
+
+#[test]
+fn long_flow_reaches_line_rate_times_payload_efficiency() {
+    for (encap, overhead) in [("ib", 26.0), ("rocev2", 82.0)] {
+        let sc = scenario(&format!(
+            "
+topology:
+  leaves: 2
+  spines: 1
+  hosts_per_leaf: 1
+  host_link: {{ rate: 200Gbps, latency: 1us }}
+packet: {{ mtu: 4096B, encapsulation: {encap} }}
+workload:
+  - flows: [ {{ src: 0, dst: 1, size: 100MB }} ]
+"
+        ));
+        let out = run(&sc);
+        let fct_s = fct_ps(&out, 0) as f64 / 1e12;
+        let goodput = 100e6 * 8.0 / fct_s;
+        let analytic = 200e9 * 4096.0 / (4096.0 + overhead);
+        // The only departure from the analytic rate is the one-way latency of the first
+        // packet (~4 us) over a 4 ms transfer: 0.1%, well inside 0.5%.
+        let err = (goodput / analytic - 1.0).abs();
+        assert!(
+            err < 0.005,
+            "{encap}: goodput {goodput:.4e} vs {analytic:.4e}"
+        );
+        assert!(goodput < analytic, "cannot beat line rate");
+    }
+}
+
+/// Poisson single-packet messages from one host: its NIC port is an M/D/1 queue.
+fn md1_wait(rho: f64, seed: u64) -> (f64, f64) {
+    // Payload 1000 B + 26 B = 1026 B: s = 82.08 ns at 100 Gb/s. `load` is the offered
+    // payload fraction, so rho = load x wire / payload.
+    let load = rho * 1000.0 / 1026.0;
+    let sc = scenario(&format!(
+        "
+seed: {seed}
+topology:
+  leaves: 1
+  spines: 0
+  hosts_per_leaf: 2
+  host_link: {{ rate: 100Gbps, latency: 100ns }}
+packet: {{ mtu: 4096B }}
+workload:
+  - poisson: {{ load: {load}, sizes: {{ fixed: 1000B }}, until: 40ms, src_hosts: [0], dst_hosts: [1] }}
+"
+    ));
+    let out = run(&sc);
+    // The leaf's port to host 1 runs at the same rate, so packets leave the host at least
+    // one service time apart and never queue again: FCT - ideal is the wait at the host.
+    let waits: Vec<f64> = out
+        .flows
+        .iter()
+        .map(|f| (f.finish.expect("completed").0 - f.def.start.0 - f.ideal.0) as f64)
+        .collect();
+    let measured = waits.iter().sum::<f64>() / waits.len() as f64;
+    let s = serialization_delay(1026, BitsPerSec(100_000_000_000));
+    (measured, md1_mean_wait(rho, s))
+}
+
+#[test]
+fn poisson_arrivals_on_one_bottleneck_match_md1_mean_wait() {
+    // 40 ms at these loads is ~240k (rho 0.5) and ~390k (rho 0.8) packets. The batch-means
+    // standard error of the mean wait is about 0.6% at rho 0.5 and 1.3% at rho 0.8 (the
+    // waits are correlated over ~1/(1-rho)^2 service times), so 5% is three sigma or more
+    // at rho 0.8. Three seeds each, so a lucky seed cannot hide a biased model.
+    for rho in [0.5, 0.8] {
+        for seed in [1, 2, 3] {
+            let (measured, analytic) = md1_wait(rho, seed);
+            let err = (measured / analytic - 1.0).abs();
+            assert!(
+                err < 0.05,
+                "rho {rho} seed {seed}: mean wait {measured:.0} ps vs M/D/1 {analytic:.0} ps ({:.1}%)",
+                err * 100.0
+            );
+        }
+    }
+}
+
+#[test]
+fn incast_delivers_the_bottleneck_capacity() {
+    let sc = scenario(
+        "
+topology:
+  leaves: 2
+  spines: 2
+  hosts_per_leaf: 8
+  host_link: { rate: 200Gbps, latency: 200ns }
+  fabric_link: { rate: 400Gbps, latency: 500ns }
+switch: { buffer: 64MiB, port_limit: 32MiB }
+workload:
+  - incast: { senders: 8, receiver: 0, size: 1MB }
+",
+    );
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert_eq!(s.drops.packets, 0, "the buffer holds the whole incast");
+    assert_eq!(s.flows.completed, 8);
+    // 8 MB through the receiver's 200 Gb/s port at 4096/4122 payload efficiency takes
+    // 322 us; the first packet's path latency (~3 us) is the only overhead: under 1%.
+    let capacity = 200.0 * 4096.0 / 4122.0;
+    let g = s.goodput_gbps.aggregate;
+    assert!(g <= capacity, "{g} exceeds capacity {capacity}");
+    assert!(
+        g / capacity > 0.99,
+        "incast goodput {g} Gb/s vs capacity {capacity}"
+    );
+    // And the receiver's port was the one that queued.
+    let leaf_to_host = s
+        .tiers
+        .iter()
+        .find(|t| t.tier.name() == "leaf_to_host")
+        .unwrap();
+    assert!(leaf_to_host.queue_max_bytes > 1_000_000);
+}
+
+fn permutation_efficiency(routing: &str) -> f64 {
+    let sc = scenario(&format!(
+        "
+seed: 5
+topology:
+  leaves: 4
+  spines: 4
+  hosts_per_leaf: 4
+  host_link: {{ rate: 100Gbps, latency: 500ns }}
+switch: {{ buffer: 64MiB }}
+routing: {routing}
+workload:
+  - permutation: {{ size: 2MB }}
+"
+    ));
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert_eq!(
+        s.drops.packets, 0,
+        "{routing}: no drops expected with a 64 MiB buffer"
+    );
+    assert_eq!(s.flows.completed, 16);
+    // Aggregate goodput over 16 hosts' line rate x payload efficiency.
+    s.goodput_gbps.aggregate / (16.0 * 100.0 * 4096.0 / 4122.0)
+}
+
+#[test]
+fn permutation_on_a_one_to_one_fabric_spray_fills_it_ecmp_falls_short() {
+    let spray = permutation_efficiency("spray");
+    let adaptive = permutation_efficiency("adaptive");
+    let ecmp = permutation_efficiency("ecmp");
+    // Spray spreads each leaf's packets evenly over 4 uplinks that together match its 4
+    // hosts: the only loss is start-up latency and transient spine queues.
+    assert!(spray >= 0.95, "spray reached {spray:.3} of line rate");
+    assert!(
+        adaptive >= 0.95,
+        "adaptive reached {adaptive:.3} of line rate"
+    );
+    // ECMP hashes 2 MB flows onto uplinks; with 12 cross-leaf flows over 16 uplinks a
+    // collision (two flows on one 100G uplink) is near certain and halves those flows.
+    assert!(
+        ecmp < 0.9 * spray,
+        "ecmp {ecmp:.3} should fall measurably short of spray {spray:.3}"
+    );
+}
+
+#[test]
+fn empty_fabric_flows_have_slowdown_one() {
+    // Flows that never meet: each finishes exactly at its analytic ideal.
+    let sc = scenario(
+        "
+topology:
+  leaves: 2
+  spines: 1
+  hosts_per_leaf: 2
+  host_link: { rate: 100Gbps, latency: 300ns }
+  fabric_link: { rate: 200Gbps, latency: 700ns }
+packet: { mtu: 2048B, encapsulation: ib_grh }
+workload:
+  - flows:
+      - { src: 0, dst: 2, size: 1234567B }
+      - { src: 1, dst: 0, size: 1B, start: 5ms }
+      - { src: 3, dst: 2, size: 9000B, start: 10ms }
+",
+    );
+    let out = run(&sc);
+    for (i, f) in out.flows.iter().enumerate() {
+        assert_eq!(fct_ps(&out, i), f.ideal.0, "flow {i}");
+    }
+}
+
+#[test]
+fn bytes_are_conserved() {
+    // Every payload byte sent is delivered or counted as dropped (with a tiny buffer that
+    // forces drops).
+    let sc = scenario(
+        "
+topology:
+  leaves: 2
+  spines: 1
+  hosts_per_leaf: 4
+  host_link: { rate: 100Gbps, latency: 100ns }
+switch: { buffer: 256KiB }
+workload:
+  - all_to_all: { size: 200KB }
+",
+    );
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert!(s.drops.packets > 0, "the scenario is built to drop");
+    let sent: u64 = out.flows.iter().map(|f| f.segmented).sum();
+    let delivered: u64 = out.flows.iter().map(|f| f.delivered).sum();
+    let dropped_pkts: u64 = out.flows.iter().map(|f| f.packets_dropped as u64).sum();
+    assert_eq!(dropped_pkts, s.drops.packets);
+    let dropped_wire = s.drops.bytes;
+    let dropped_payload = dropped_wire - dropped_pkts * 26;
+    assert_eq!(sent, delivered + dropped_payload);
+    assert_eq!(out.peak_packets_in_flight > 0, true);
+}
