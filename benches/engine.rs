@@ -1,1 +1,67 @@
-fn main() {}
+//! Engine benchmarks (criterion).
+//!
+//! - `event_queue`: schedule + pop on a heap holding 10,000 pending events (the steady
+//!   state of a busy fabric), reported as events per second.
+//! - `permutation_256`: the fixed 256-host permutation of `scenarios/permutation-256.yaml`
+//!   (16 leaves x 16 hosts, 16 spines, 100 Gb/s, 1 us links, 1000 B MTU, 2 MB per host),
+//!   whole run including building the fabric; throughput is its simulated events.
+//! - `quickstart`: `scenarios/quickstart.yaml`.
+//!
+//! Run: `cargo bench --bench engine`. Peak memory is not measured here: see the README
+//! (`doorbell run scenarios/permutation-256.yaml` writes it to `perf.json`).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use doorbell::engine::{Event, EventQueue};
+use doorbell::scenario::{load, Overrides};
+use doorbell::units::{SimDuration, SimTime};
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+fn event_queue(c: &mut Criterion) {
+    const PENDING: u64 = 10_000;
+    const OPS: u64 = 100_000;
+    let mut g = c.benchmark_group("engine");
+    g.throughput(Throughput::Elements(OPS));
+    g.bench_function("event_queue", |b| {
+        b.iter(|| {
+            let mut q = EventQueue::new();
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            for i in 0..PENDING {
+                q.schedule(SimTime(i * 1000), Event::TxDone { port: i as u32 });
+            }
+            for _ in 0..OPS {
+                let (t, ev) = q.pop().expect("pending");
+                // xorshift: the next event lands 0-4 us later, like a packet's next hop.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                q.schedule(t + SimDuration(x % 4_000_000), black_box(ev));
+            }
+            black_box(q.len())
+        })
+    });
+    g.finish();
+}
+
+fn scenario_runs(c: &mut Criterion) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut g = c.benchmark_group("scenario");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    for name in ["permutation-256", "quickstart"] {
+        let sc = load(
+            &root.join(format!("scenarios/{name}.yaml")),
+            &Overrides::default(),
+        )
+        .expect("shipped scenario");
+        let events = doorbell::sim::run(&sc).events;
+        g.throughput(Throughput::Elements(events));
+        g.bench_with_input(BenchmarkId::from_parameter(name), &sc, |b, sc| {
+            b.iter(|| black_box(doorbell::sim::run(sc).events))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, event_queue, scenario_runs);
+criterion_main!(benches);

@@ -163,7 +163,10 @@ impl Port {
     /// rounded up, 2 significant digits).
     pub fn p99_queue_bytes(&self) -> u64 {
         match &self.queue_hist {
-            Some(h) if !h.is_empty() => h.value_at_quantile(0.99) * CELL_BYTES,
+            // The histogram rounds up to its bucket; never report more than was seen.
+            Some(h) if !h.is_empty() => {
+                (h.value_at_quantile(0.99) * CELL_BYTES).min(self.max_queue_bytes)
+            }
             _ => 0,
         }
     }

@@ -337,7 +337,8 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         ts.util_max = r4(ts.util_max);
         ts.queue_p99_bytes = hist
             .filter(|h| !h.is_empty())
-            .map_or(0, |h| h.value_at_quantile(0.99) * crate::fabric::CELL_BYTES);
+            .map_or(0, |h| h.value_at_quantile(0.99) * crate::fabric::CELL_BYTES)
+            .min(ts.queue_max_bytes);
         match tier {
             Tier::HostToLeaf => drops.host_to_leaf = ts.drops,
             Tier::LeafToSpine => drops.leaf_to_spine = ts.drops,

@@ -277,5 +277,5 @@ workload:
     let dropped_wire = s.drops.bytes;
     let dropped_payload = dropped_wire - dropped_pkts * 26;
     assert_eq!(sent, delivered + dropped_payload);
-    assert_eq!(out.peak_packets_in_flight > 0, true);
+    assert!(out.peak_packets_in_flight > 0);
 }

@@ -158,9 +158,7 @@ pub fn parse_str(
             // The same error in the file itself has a line and column worth giving;
             // otherwise it came from an override.
             match serde_yaml::from_str::<ScenarioFile>(text) {
-                Err(orig) if yaml_error(file, &orig, false).message == err.message => {
-                    located(orig)
-                }
+                Err(orig) if yaml_error(file, &orig, false).message == err.message => located(orig),
                 _ => ScenarioError {
                     message: format!("{} (after --set overrides)", err.message),
                     ..err
@@ -246,7 +244,10 @@ pub const MAX_PACKETS_PER_FLOW: u64 = 1 << 31;
 
 fn check_time(path: impl Into<String>, d: SimDuration) -> VResult<()> {
     if d > MAX_TIME {
-        return err(path, format!("{d} is past the longest supported run (one simulated day)"));
+        return err(
+            path,
+            format!("{d} is past the longest supported run (one simulated day)"),
+        );
     }
     Ok(())
 }
@@ -560,7 +561,8 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         "the only receiver is the only sender: a host does not send to itself",
                     );
                 }
-                let dist = SizeDist::from_spec(&s.sizes, base_dir).map_err(|m| (p("poisson", "sizes"), m))?;
+                let dist = SizeDist::from_spec(&s.sizes, base_dir)
+                    .map_err(|m| (p("poisson", "sizes"), m))?;
                 Workload::Poisson {
                     load: s.load,
                     dist,
