@@ -114,6 +114,8 @@ impl fmt::Display for SimTime {
 fn fmt_ps(ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     if ps == 0 {
         write!(f, "0ns")
+    } else if ps % 1_000_000_000_000 == 0 {
+        write!(f, "{}s", ps / 1_000_000_000_000)
     } else if ps % 1_000_000_000 == 0 {
         write!(f, "{}ms", ps / 1_000_000_000)
     } else if ps % 1_000_000 == 0 {
@@ -459,7 +461,7 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["1us", "600ns", "5ms", "7ps"] {
+        for s in ["1us", "600ns", "5ms", "7ps", "3s"] {
             assert_eq!(parse_duration(s).unwrap().to_string(), s);
         }
         assert_eq!(Bytes(16 << 20).to_string(), "16MiB");

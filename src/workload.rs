@@ -208,16 +208,23 @@ pub fn parse_cdf(name: &str, text: &str) -> Result<SizeDist, String> {
         }
         points.push((s, p / 100.0));
     }
-    match points.last() {
-        None => Err(format!("{name}: no points")),
-        Some(&(s, p)) if (p - 1.0).abs() > 1e-9 || s < 1.0 => Err(format!(
-            "{name}: the last point must reach 100 percent at a size of at least 1 byte"
-        )),
-        _ => Ok(SizeDist::Empirical {
+    let dist = match points.last() {
+        None => return Err(format!("{name}: no points")),
+        Some(&(s, p)) if (p - 1.0).abs() > 1e-9 || s < 1.0 => {
+            return Err(format!(
+                "{name}: the last point must reach 100 percent at a size of at least 1 byte"
+            ))
+        }
+        _ => SizeDist::Empirical {
             name: name.to_string(),
             points,
-        }),
+        },
+    };
+    // Draws are at least 1 byte; a CDF whose mass sits below that has no meaningful mean.
+    if dist.mean() < 1.0 {
+        return Err(format!("{name}: the mean flow size is below 1 byte"));
     }
+    Ok(dist)
 }
 
 /// A flow to simulate, after expansion.

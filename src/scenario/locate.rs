@@ -12,11 +12,15 @@ pub enum Seg {
     Index(usize),
 }
 
-/// Splits `a.b[2].c` (or `a.b.2.c`) into segments.
-pub fn parse_path(path: &str) -> Vec<Seg> {
+/// Splits `a.b[2].c` (or `a.b.2.c`) into segments; an index that is not a number is an
+/// error.
+pub fn parse_path(path: &str) -> Result<Vec<Seg>, String> {
     let mut segs = Vec::new();
     for part in path.split('.') {
         let mut rest = part;
+        if rest.is_empty() {
+            return Err(format!("empty segment in field path `{path}`"));
+        }
         while !rest.is_empty() {
             if let Some(open) = rest.find('[') {
                 if open > 0 {
@@ -25,18 +29,20 @@ pub fn parse_path(path: &str) -> Vec<Seg> {
                 let close = rest[open..]
                     .find(']')
                     .map(|c| c + open)
-                    .unwrap_or(rest.len());
-                if let Ok(i) = rest[open + 1..close].parse() {
-                    segs.push(Seg::Index(i));
-                }
-                rest = rest.get(close + 1..).unwrap_or("");
+                    .ok_or_else(|| format!("unclosed `[` in field path `{path}`"))?;
+                let idx = &rest[open + 1..close];
+                let i = idx.parse().map_err(|_| {
+                    format!("`[{idx}]` in field path `{path}` is not a list index (0, 1, 2, ...)")
+                })?;
+                segs.push(Seg::Index(i));
+                rest = &rest[close + 1..];
             } else {
                 segs.push(key_or_index(rest));
                 rest = "";
             }
         }
     }
-    segs
+    Ok(segs)
 }
 
 fn key_or_index(s: &str) -> Seg {
@@ -73,7 +79,7 @@ fn find_key(line: &str, key: &str, from: usize) -> Option<usize> {
 /// 1-based (line, column) of the value at `path`, or of its deepest found ancestor.
 pub fn locate(text: &str, path: &str) -> Option<(usize, usize)> {
     let lines: Vec<&str> = text.lines().collect();
-    let segs = parse_path(path);
+    let segs = parse_path(path).ok()?;
     // Current position: line index, column, and the indentation its children exceed.
     let mut line = 0usize;
     let mut col = 0usize;

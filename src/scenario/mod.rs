@@ -137,6 +137,8 @@ pub fn parse_str(
     stem: &str,
     overrides: &Overrides,
 ) -> Result<Scenario, ScenarioError> {
+    // A byte-order mark is not YAML content (editors on Windows add one).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let located = |e: serde_yaml::Error| yaml_error(file, &e, true);
     let parsed: ScenarioFile = if overrides.set.is_empty() {
         serde_yaml::from_str(text).map_err(located)?
@@ -192,7 +194,7 @@ pub fn apply_set(tree: &mut serde_yaml::Value, assignment: &str) -> Result<(), S
         .ok_or_else(|| format!("expected `dotted.path=value`, found `{assignment}`"))?;
     let value: serde_yaml::Value = serde_yaml::from_str(value)
         .map_err(|e| format!("cannot read the value `{value}` as YAML: {e}"))?;
-    let segs = locate::parse_path(path.trim());
+    let segs = locate::parse_path(path.trim())?;
     if segs.is_empty() {
         return Err("empty field path".into());
     }
@@ -248,6 +250,17 @@ fn check_time(path: impl Into<String>, d: SimDuration) -> VResult<()> {
             path,
             format!("{d} is past the longest supported run (one simulated day)"),
         );
+    }
+    Ok(())
+}
+
+/// Longest link or switch latency accepted: a second is already a million times any real
+/// cable, and the cap keeps every sum of times far from overflow.
+pub const MAX_LATENCY: SimDuration = SimDuration(1_000_000_000_000);
+
+fn check_latency(path: &str, d: SimDuration) -> VResult<()> {
+    if d > MAX_LATENCY {
+        return err(path, format!("{d} is longer than the 1s supported"));
     }
     Ok(())
 }
@@ -312,6 +325,15 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             format!("the fabric has {ports} ports; at most {MAX_PORTS} are supported"),
         );
     }
+    for (path, l) in [
+        ("topology.host_link.latency", Some(t.host_link)),
+        ("topology.fabric_link.latency", t.fabric_link),
+    ] {
+        if let Some(l) = l {
+            check_latency(path, l.latency.0)?;
+        }
+    }
+    check_latency("switch.latency", f.switch.latency.0)?;
     let host_link = LinkParams {
         rate: t.host_link.rate.0,
         latency: t.host_link.latency.0,
@@ -561,8 +583,23 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         "the only receiver is the only sender: a host does not send to itself",
                     );
                 }
+                check_time(p("poisson", "start"), st)?;
+                check_time(p("poisson", "until"), until)?;
                 let dist = SizeDist::from_spec(&s.sizes, base_dir)
                     .map_err(|m| (p("poisson", "sizes"), m))?;
+                check_size(p("poisson", "sizes"), dist.max(), mtu)?;
+                // Expected arrivals: load x rate / (8 x mean size) per sender per second.
+                let expected = s.load * host_link.rate.0 as f64 / (8.0 * dist.mean())
+                    * (until - st).as_secs_f64()
+                    * src_hosts.len() as f64;
+                if expected.is_nan() || expected > MAX_FLOWS {
+                    return err(
+                        p("poisson", "until"),
+                        format!(
+                            "about {expected:.0} flows would arrive; at most {MAX_FLOWS} are supported (shorten `until` or use larger flows)"
+                        ),
+                    );
+                }
                 Workload::Poisson {
                     load: s.load,
                     dist,
