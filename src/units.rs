@@ -292,105 +292,110 @@ fn scale_exact(
     })
 }
 
+/// Parses `text` as a number followed by one of `units` (name, multiplier to the base
+/// unit), exactly.
+fn parse_with_units(
+    text: &str,
+    kind: &'static str,
+    example: &'static str,
+    base: &'static str,
+    expected: &'static str,
+    units: &[(&str, u128)],
+) -> Result<u64, UnitError> {
+    let (m, s, unit) = split_number(text, kind, example)?;
+    if unit.is_empty() {
+        return Err(UnitError::MissingUnit {
+            kind,
+            example,
+            text: text.to_string(),
+        });
+    }
+    let mult = units
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|&(_, mult)| mult)
+        .ok_or_else(|| UnitError::UnknownUnit {
+            kind,
+            unit,
+            text: text.to_string(),
+            expected,
+        })?;
+    scale_exact(m, s, mult, kind, base, text)
+}
+
 /// Parses a duration: `ps`, `ns`, `us` (or `µs`), `ms`, `s`. `1.2us` = 1,200,000 ps.
 pub fn parse_duration(text: &str) -> Result<SimDuration, UnitError> {
-    const KIND: &str = "duration";
-    const EX: &str = "`600ns` or `1.2us`";
-    let (m, s, unit) = split_number(text, KIND, EX)?;
-    let mult: u128 = match unit.as_str() {
-        "ps" => 1,
-        "ns" => 1_000,
-        "us" | "µs" => 1_000_000,
-        "ms" => 1_000_000_000,
-        "s" => 1_000_000_000_000,
-        "" => {
-            return Err(UnitError::MissingUnit {
-                kind: KIND,
-                example: EX,
-                text: text.to_string(),
-            })
-        }
-        _ => {
-            return Err(UnitError::UnknownUnit {
-                kind: KIND,
-                unit,
-                text: text.to_string(),
-                expected: "ps, ns, us, ms, s",
-            })
-        }
-    };
-    scale_exact(m, s, mult, KIND, "picoseconds", text).map(SimDuration)
+    const UNITS: &[(&str, u128)] = &[
+        ("ps", 1),
+        ("ns", 1_000),
+        ("us", 1_000_000),
+        ("µs", 1_000_000),
+        ("ms", 1_000_000_000),
+        ("s", 1_000_000_000_000),
+    ];
+    parse_with_units(
+        text,
+        "duration",
+        "`600ns` or `1.2us`",
+        "picoseconds",
+        "ps, ns, us, ms, s",
+        UNITS,
+    )
+    .map(SimDuration)
 }
 
 /// Parses a size: `B`, `KB`/`MB`/`GB`/`TB` (powers of 1000), `KiB`/`MiB`/`GiB`/`TiB`
 /// (powers of 1024). `4KB` = 4000 B, `4KiB` = 4096 B.
 pub fn parse_bytes(text: &str) -> Result<Bytes, UnitError> {
-    const KIND: &str = "size";
-    const EX: &str = "`4096B`, `64KB` or `16MiB`";
-    let (m, s, unit) = split_number(text, KIND, EX)?;
-    let mult: u128 = match unit.as_str() {
-        "B" => 1,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "" => {
-            return Err(UnitError::MissingUnit {
-                kind: KIND,
-                example: EX,
-                text: text.to_string(),
-            })
-        }
-        _ => {
-            return Err(UnitError::UnknownUnit {
-                kind: KIND,
-                unit,
-                text: text.to_string(),
-                expected: "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
-            })
-        }
-    };
-    scale_exact(m, s, mult, KIND, "bytes", text).map(Bytes)
+    const UNITS: &[(&str, u128)] = &[
+        ("B", 1),
+        ("KB", 1_000),
+        ("kB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+        ("TB", 1_000_000_000_000),
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("TiB", 1 << 40),
+    ];
+    parse_with_units(
+        text,
+        "size",
+        "`4096B`, `64KB` or `16MiB`",
+        "bytes",
+        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
+        UNITS,
+    )
+    .map(Bytes)
 }
 
 /// Parses a rate: `bps`, `Kbps`, `Mbps`, `Gbps`, `Tbps` (powers of 1000), or bytes per
 /// second `GB/s`, `MB/s` (x 8 bits, the nccl-tests convention: 10^9 bytes per second).
 pub fn parse_rate(text: &str) -> Result<BitsPerSec, UnitError> {
-    const KIND: &str = "rate";
-    const EX: &str = "`200Gbps` or `25GB/s`";
-    let (m, s, unit) = split_number(text, KIND, EX)?;
-    let mult: u128 = match unit.as_str() {
-        "bps" => 1,
-        "Kbps" | "kbps" => 1_000,
-        "Mbps" => 1_000_000,
-        "Gbps" => 1_000_000_000,
-        "Tbps" => 1_000_000_000_000,
-        "B/s" => 8,
-        "KB/s" | "kB/s" => 8_000,
-        "MB/s" => 8_000_000,
-        "GB/s" => 8_000_000_000,
-        "TB/s" => 8_000_000_000_000,
-        "" => {
-            return Err(UnitError::MissingUnit {
-                kind: KIND,
-                example: EX,
-                text: text.to_string(),
-            })
-        }
-        _ => {
-            return Err(UnitError::UnknownUnit {
-                kind: KIND,
-                unit,
-                text: text.to_string(),
-                expected: "bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, TB/s",
-            })
-        }
-    };
-    scale_exact(m, s, mult, KIND, "bits per second", text).map(BitsPerSec)
+    const UNITS: &[(&str, u128)] = &[
+        ("bps", 1),
+        ("Kbps", 1_000),
+        ("kbps", 1_000),
+        ("Mbps", 1_000_000),
+        ("Gbps", 1_000_000_000),
+        ("Tbps", 1_000_000_000_000),
+        ("B/s", 8),
+        ("KB/s", 8_000),
+        ("kB/s", 8_000),
+        ("MB/s", 8_000_000),
+        ("GB/s", 8_000_000_000),
+        ("TB/s", 8_000_000_000_000),
+    ];
+    parse_with_units(
+        text,
+        "rate",
+        "`200Gbps` or `25GB/s`",
+        "bits per second",
+        "bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, TB/s",
+        UNITS,
+    )
+    .map(BitsPerSec)
 }
 
 #[cfg(test)]

@@ -257,3 +257,46 @@ fn bad_set_overrides_exit_2() {
         assert!(e.contains(want), "{set}: {e}");
     }
 }
+
+#[test]
+fn a_cdf_file_is_read_relative_to_the_scenario() {
+    // A two-point CDF: half the flows 1000 B, then uniform up to 3000 B.
+    let d = tmpdir("cdf");
+    std::fs::create_dir_all(d.join("sub")).unwrap();
+    std::fs::write(
+        d.join("sub/sizes.txt"),
+        "# size percent\n1000 50\n3000 100\n",
+    )
+    .unwrap();
+    let sc = d.join("sub/cdf.yaml");
+    std::fs::write(
+        &sc,
+        GOOD.replace(
+            "  - incast: { senders: 3, receiver: 0, size: 64KB }",
+            "  - poisson: { load: 0.2, sizes: { cdf_file: sizes.txt }, until: 200us }",
+        ),
+    )
+    .unwrap();
+    let out = d.join("out");
+    run_ok(&[
+        "run",
+        sc.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let flows = std::fs::read_to_string(out.join("flows.csv")).unwrap();
+    let sizes: Vec<u64> = flows
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())
+        .collect();
+    // load 0.2 x 100 Gb/s / (8 x 1500 B mean) = 1.67 M arrivals/s per host, 8 hosts, 200 us:
+    // about 2670 flows.
+    assert!(sizes.len() > 2000, "{} flows", sizes.len());
+    assert!(sizes.iter().all(|&s| (1000..=3000).contains(&s)));
+    let at_1000 = sizes.iter().filter(|&&s| s == 1000).count() as f64 / sizes.len() as f64;
+    // Half the mass sits at 1000 B: binomial sd at n = 2670 is 1%, so 5% is five sigma.
+    assert!((at_1000 - 0.5).abs() < 0.05, "{at_1000}");
+    let _ = std::fs::remove_dir_all(d);
+}
