@@ -25,5 +25,6 @@ pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod topology;
+pub mod transport;
 pub mod units;
 pub mod workload;

@@ -1,0 +1,1064 @@
+//! InfiniBand Reliable Connected (RC) transport: one queue pair's requester and responder,
+//! as sans-IO state machines.
+//!
+//! Follows the IBTA specification, volume 1, chapter 9 ("Transport layer"): 9.7.1 (PSN
+//! generation and checking), 9.7.5.1 (responder: sequence errors, duplicates, ACK/NAK
+//! generation), 9.7.5.2 (requester: ACK/NAK processing, retries), 9.7.6 (the local ACK
+//! timeout), 9.7.7 (end-to-end flow control credits), and the verbs attributes of
+//! `ibv_modify_qp(3)` (`timeout`, `retry_cnt`, `rnr_retry`, `min_rnr_timer`,
+//! `max_rd_atomic`). Names follow the verbs attributes.
+//!
+//! Neither half touches the event queue. The requester takes `post`, `poll_transmit`,
+//! `handle_ack`, `handle_read_response` and `handle_timeout`, each with `now`, and says when
+//! it next needs a call through `next_timeout`; completions are drained with
+//! `pop_completion`. The responder takes `handle_request` and returns what to deliver and
+//! what to answer. The simulation (`sim.rs`) is the only glue.
+//!
+//! PSNs are 24 bits on the wire and wrap (`psn_*` helpers compare modulo 2^24); inside, the
+//! requester counts packets with a 64-bit sequence so that a long transfer never confuses
+//! two laps of the PSN space.
+//!
+//! Leaves out: atomics, SEND/WRITE with immediate, inline data, unreliable modes, path
+//! migration, and the responder's own resource limits beyond receive WQEs.
+
+use crate::units::SimDuration;
+use std::collections::VecDeque;
+
+/// PSNs are 24 bits (IBTA 9.7.1).
+pub const PSN_MASK: u32 = 0x00FF_FFFF;
+
+/// `a + n` in PSN space.
+#[inline]
+pub fn psn_add(a: u32, n: u64) -> u32 {
+    ((a as u64 + n) & PSN_MASK as u64) as u32
+}
+
+/// Signed distance `a - b` in PSN space, in [-2^23, 2^23) (IBTA 9.7.1: the half of the
+/// PSN space ahead of the expected PSN is "ahead", the half behind is "duplicate").
+#[inline]
+pub fn psn_diff(a: u32, b: u32) -> i32 {
+    ((a.wrapping_sub(b) << 8) as i32) >> 8
+}
+
+/// Local ACK timeout for the verbs `timeout` attribute: 4.096 us x 2^timeout, `None` for
+/// 0 (wait forever). IBTA 9.7.6.1.3; design reference "InfiniBand RC transport".
+pub fn local_ack_timeout(timeout: u8) -> Option<SimDuration> {
+    if timeout == 0 {
+        None
+    } else {
+        Some(SimDuration(4_096_000u64 << timeout.min(31)))
+    }
+}
+
+/// The RNR NAK timer for a 5-bit `min_rnr_timer` code (IBTA table 45; Linux
+/// `enum ib_rnr_timeout`): 0 = 655.36 ms, 1 = 0.01 ms ... 31 = 491.52 ms.
+pub fn rnr_timer(code: u8) -> SimDuration {
+    // Hundredths of a millisecond (10 us units).
+    const TABLE_10US: [u64; 32] = [
+        65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+        1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+    ];
+    SimDuration::from_us(10 * TABLE_10US[(code & 31) as usize])
+}
+
+/// What a work request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// RDMA WRITE: the requester pushes data; no receive WQE is consumed.
+    Write,
+    /// SEND: consumes one receive WQE at the responder.
+    Send,
+    /// RDMA READ: the requester sends one request; the responder streams the data back.
+    Read,
+}
+
+/// Queue-pair attributes (verbs names), resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RcParams {
+    /// Local ACK timeout exponent: 4.096 us x 2^timeout; 0 = never.
+    pub timeout: u8,
+    /// Retransmissions after a timeout or NAK-sequence-error before the QP fails (0-7).
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK (0-7, 7 = forever).
+    pub rnr_retry: u8,
+    /// The responder's RNR timer code (what its RNR NAKs ask the requester to wait).
+    pub min_rnr_timer: u8,
+    /// READs this QP may have outstanding as requester.
+    pub max_rd_atomic: u32,
+    /// Payload bytes per packet.
+    pub path_mtu: u32,
+    /// Most unacknowledged packets in flight (`None`: unlimited).
+    pub window_packets: Option<u32>,
+    /// The responder acknowledges every `ack_every` packets, and at every message end.
+    pub ack_every: u32,
+    /// Honour AETH end-to-end credits for SEND.
+    pub e2e_credits: bool,
+    /// First PSN (so wraparound can be exercised).
+    pub initial_psn: u32,
+}
+
+impl Default for RcParams {
+    /// NCCL's defaults (nccl `src/transport/net_ib/connect.cc`): timeout 20, retry_cnt 7,
+    /// rnr_retry 7, min_rnr_timer 12, max_rd_atomic 1; path MTU 4096.
+    fn default() -> Self {
+        RcParams {
+            timeout: 20,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 1,
+            path_mtu: 4096,
+            window_packets: None,
+            ack_every: 1,
+            e2e_credits: true,
+            initial_psn: 0,
+        }
+    }
+}
+
+/// A packet the requester wants sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxRequest {
+    pub psn: u32,
+    pub op: Op,
+    /// Payload bytes (0 for a READ request).
+    pub payload: u32,
+    /// First packet of its message (carries RETH for WRITE; consumes a receive WQE for
+    /// SEND).
+    pub first: bool,
+    /// Last packet of its message (the responder acknowledges it).
+    pub last: bool,
+    /// For a READ request: how many response packets it asks for.
+    pub read_packets: u32,
+    /// Whether this PSN was sent before.
+    pub retransmission: bool,
+    /// The work request this packet belongs to.
+    pub wr_id: u64,
+}
+
+/// The syndrome of an acknowledgement (AETH, IBTA 9.7.5.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckKind {
+    /// Positive ACK: every PSN up to and including `psn` arrived.
+    Ack,
+    /// NAK sequence error: `psn` is the PSN the responder expects; all before it arrived.
+    NakSeq,
+    /// Receiver not ready at `psn`: retry after the RNR timer.
+    NakRnr,
+}
+
+/// An ACK or NAK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckInfo {
+    pub kind: AckKind,
+    pub psn: u32,
+    /// Receive WQEs the responder has posted and not consumed (AETH credit count).
+    pub credits: u32,
+    /// The responder's RNR timer code (RNR NAKs only).
+    pub rnr_code: u8,
+}
+
+/// How a work request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcStatus {
+    Success,
+    /// IBV_WC_RETRY_EXC_ERR: retry_cnt exhausted.
+    RetryExceeded,
+    /// IBV_WC_RNR_RETRY_EXC_ERR: rnr_retry exhausted.
+    RnrRetryExceeded,
+    /// IBV_WC_WR_FLUSH_ERR: flushed because the QP went to the error state.
+    Flushed,
+}
+
+/// A completion: the work request `wr_id` ended with `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub wr_id: u64,
+    pub status: WcStatus,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Wqe {
+    wr_id: u64,
+    op: Op,
+    len: u64,
+    /// Sequence number of its first packet (64-bit, never wraps).
+    first_seq: u64,
+    packets: u64,
+}
+
+impl Wqe {
+    fn end_seq(&self) -> u64 {
+        self.first_seq + self.packets
+    }
+}
+
+/// Counters a requester keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequesterStats {
+    pub first_transmissions: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub seq_naks: u64,
+    pub rnr_naks: u64,
+    pub duplicate_read_responses: u64,
+}
+
+/// QP state (IBV_QPS_RTS or IBV_QPS_ERR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpState {
+    ReadyToSend,
+    Error,
+}
+
+/// The requester half of an RC queue pair.
+#[derive(Clone, Debug)]
+pub struct Requester {
+    p: RcParams,
+    state: QpState,
+    sq: VecDeque<Wqe>,
+    /// Next sequence number to assign to a posted request.
+    next_seq: u64,
+    /// Oldest unacknowledged sequence number.
+    una: u64,
+    /// Next sequence number to transmit.
+    nxt: u64,
+    /// Highest sequence number ever transmitted + 1 (to tell retransmissions).
+    high: u64,
+    retries_left: u8,
+    rnr_retries_left: u8,
+    /// While set, nothing is sent before this time (RNR back-off).
+    rnr_wait_until: Option<crate::units::SimTime>,
+    /// When the local ACK timer expires, if armed.
+    ack_deadline: Option<crate::units::SimTime>,
+    credits: u32,
+    completions: VecDeque<Completion>,
+    pub stats: RequesterStats,
+}
+
+impl Requester {
+    pub fn new(p: RcParams, initial_credits: u32) -> Requester {
+        Requester {
+            p,
+            state: QpState::ReadyToSend,
+            sq: VecDeque::new(),
+            next_seq: 0,
+            una: 0,
+            nxt: 0,
+            high: 0,
+            retries_left: p.retry_cnt,
+            rnr_retries_left: p.rnr_retry,
+            rnr_wait_until: None,
+            ack_deadline: None,
+            credits: initial_credits,
+            completions: VecDeque::new(),
+            stats: RequesterStats::default(),
+        }
+    }
+
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    pub fn params(&self) -> &RcParams {
+        &self.p
+    }
+
+    fn psn_of(&self, seq: u64) -> u32 {
+        psn_add(self.p.initial_psn, seq)
+    }
+
+    /// Maps a wire PSN to a sequence number near `una` (IBTA 9.7.5.2: ACK PSNs are
+    /// interpreted relative to the oldest outstanding request).
+    fn seq_of(&self, psn: u32) -> i64 {
+        self.una as i64 + psn_diff(psn, self.psn_of(self.una)) as i64
+    }
+
+    /// Posts a work request of `len` bytes (ibv_post_send). Every request takes
+    /// ceil(len / path_mtu) PSNs (at least 1); a READ's PSNs are those of its responses.
+    pub fn post(&mut self, wr_id: u64, op: Op, len: u64) {
+        let packets = len.div_ceil(self.p.path_mtu as u64).max(1);
+        self.sq.push_back(Wqe {
+            wr_id,
+            op,
+            len,
+            first_seq: self.next_seq,
+            packets,
+        });
+        self.next_seq += packets;
+        if self.state == QpState::Error {
+            self.flush();
+        }
+    }
+
+    /// Work requests posted and not yet completed.
+    pub fn outstanding_wrs(&self) -> usize {
+        self.sq.len()
+    }
+
+    /// Packets sent and not yet acknowledged.
+    pub fn in_flight_packets(&self) -> u64 {
+        self.nxt - self.una
+    }
+
+    /// The next completion, if any (ibv_poll_cq).
+    pub fn pop_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    fn wqe_index(&self, seq: u64) -> Option<usize> {
+        self.sq
+            .iter()
+            .position(|w| seq >= w.first_seq && seq < w.end_seq())
+    }
+
+    /// Why the requester cannot send right now, or `None` if it can (or has nothing).
+    pub fn has_work(&self) -> bool {
+        self.state == QpState::ReadyToSend && self.nxt < self.next_seq
+    }
+
+    /// The next packet to put on the wire, or `None` if blocked (window, credits, RNR
+    /// back-off, outstanding READs) or idle. Arms the local ACK timer.
+    pub fn poll_transmit(&mut self, now: crate::units::SimTime) -> Option<TxRequest> {
+        if !self.has_work() {
+            return None;
+        }
+        if let Some(t) = self.rnr_wait_until {
+            if now < t {
+                return None;
+            }
+            self.rnr_wait_until = None;
+        }
+        if let Some(w) = self.p.window_packets {
+            if self.nxt - self.una >= w as u64 {
+                return None;
+            }
+        }
+        let i = self.wqe_index(self.nxt)?;
+        let w = self.sq[i];
+        let offset = self.nxt - w.first_seq;
+        let mtu = self.p.path_mtu as u64;
+        let req = match w.op {
+            Op::Read => {
+                // A READ request asks for every response from `nxt` to the end of the
+                // message (IBTA 9.7.5.2.8: a retried READ resumes at the missing PSN).
+                let outstanding_reads = self
+                    .sq
+                    .iter()
+                    .take(i)
+                    .filter(|x| x.op == Op::Read && x.end_seq() > self.una)
+                    .count() as u32;
+                if outstanding_reads >= self.p.max_rd_atomic {
+                    return None;
+                }
+                TxRequest {
+                    psn: self.psn_of(self.nxt),
+                    op: Op::Read,
+                    payload: 0,
+                    first: true,
+                    last: true,
+                    read_packets: (w.packets - offset) as u32,
+                    retransmission: self.nxt < self.high,
+                    wr_id: w.wr_id,
+                }
+            }
+            op => {
+                if op == Op::Send && offset == 0 && self.p.e2e_credits && self.credits == 0 {
+                    // IBTA 9.7.7.2: no credit, no new SEND message.
+                    return None;
+                }
+                let payload = (w.len - offset * mtu).min(mtu) as u32;
+                TxRequest {
+                    psn: self.psn_of(self.nxt),
+                    op,
+                    payload,
+                    first: offset == 0,
+                    last: offset + 1 == w.packets,
+                    read_packets: 0,
+                    retransmission: self.nxt < self.high,
+                    wr_id: w.wr_id,
+                }
+            }
+        };
+        if req.retransmission {
+            self.stats.retransmissions += 1;
+        } else {
+            self.stats.first_transmissions += 1;
+        }
+        if w.op == Op::Send && req.first && !req.retransmission && self.p.e2e_credits {
+            self.credits = self.credits.saturating_sub(1);
+        }
+        self.nxt = if w.op == Op::Read { w.end_seq() } else { self.nxt + 1 };
+        self.high = self.high.max(self.nxt);
+        // IBTA 9.7.6.1.3: the timer runs from the last transmission awaiting an ACK.
+        self.ack_deadline = local_ack_timeout(self.p.timeout).map(|t| now + t);
+        Some(req)
+    }
+
+    /// Retires work requests acknowledged up to (not including) sequence `upto`.
+    fn acknowledge(&mut self, upto: u64) {
+        if upto <= self.una {
+            return;
+        }
+        self.una = upto;
+        if self.nxt < self.una {
+            self.nxt = self.una;
+        }
+        while let Some(w) = self.sq.front() {
+            if w.end_seq() <= self.una {
+                self.completions.push_back(Completion {
+                    wr_id: w.wr_id,
+                    status: WcStatus::Success,
+                });
+                self.sq.pop_front();
+            } else {
+                break;
+            }
+        }
+        // Progress resets the retry counters (IBTA 9.7.5.2.3 / 9.7.5.2.5).
+        self.retries_left = self.p.retry_cnt;
+        self.rnr_retries_left = self.p.rnr_retry;
+    }
+
+    fn rearm(&mut self, now: crate::units::SimTime) {
+        self.ack_deadline = if self.nxt > self.una {
+            local_ack_timeout(self.p.timeout).map(|t| now + t)
+        } else {
+            None
+        };
+    }
+
+    /// Enters the error state: every outstanding work request completes, the first with
+    /// `status`, the rest flushed (IBTA 10.3.1, ibv_poll_cq(3)).
+    fn fail(&mut self, status: WcStatus) {
+        self.state = QpState::Error;
+        self.ack_deadline = None;
+        self.rnr_wait_until = None;
+        if let Some(w) = self.sq.pop_front() {
+            self.completions.push_back(Completion {
+                wr_id: w.wr_id,
+                status,
+            });
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        while let Some(w) = self.sq.pop_front() {
+            self.completions.push_back(Completion {
+                wr_id: w.wr_id,
+                status: WcStatus::Flushed,
+            });
+        }
+    }
+
+    /// Goes back to `seq` and resends from there (go-back-N), spending one retry.
+    fn go_back(&mut self, seq: u64, status_if_exhausted: WcStatus) {
+        if self.retries_left == 0 {
+            self.fail(status_if_exhausted);
+            return;
+        }
+        self.retries_left -= 1;
+        self.nxt = seq.max(self.una);
+    }
+
+    /// An ACK or NAK arrived (IBTA 9.7.5.2).
+    pub fn handle_ack(&mut self, now: crate::units::SimTime, ack: AckInfo) {
+        if self.state == QpState::Error {
+            return;
+        }
+        let seq = self.seq_of(ack.psn);
+        // A (N)AK for PSNs not yet sent is invalid; one before `una` is stale.
+        if seq < self.una as i64 - 1 || seq >= self.high as i64 + 1 {
+            return;
+        }
+        let seq = seq.max(0) as u64;
+        self.credits = ack.credits;
+        match ack.kind {
+            AckKind::Ack => {
+                // Cumulative: every PSN up to and including `psn` (9.7.5.2.1). A READ's
+                // PSNs are acknowledged by its responses, never by an ACK.
+                let upto = (seq + 1).min(self.first_unacked_read_seq());
+                self.acknowledge(upto);
+                self.rearm(now);
+            }
+            AckKind::NakSeq => {
+                // Everything before `psn` arrived; resend from `psn` (9.7.5.2.2).
+                self.stats.seq_naks += 1;
+                self.acknowledge(seq.min(self.first_unacked_read_seq()));
+                self.go_back(seq, WcStatus::RetryExceeded);
+                self.rearm(now);
+            }
+            AckKind::NakRnr => {
+                // Wait the RNR timer, then resend from `psn` (9.7.5.2.9).
+                self.stats.rnr_naks += 1;
+                self.acknowledge(seq.min(self.first_unacked_read_seq()));
+                if self.p.rnr_retry != 7 {
+                    if self.rnr_retries_left == 0 {
+                        self.fail(WcStatus::RnrRetryExceeded);
+                        return;
+                    }
+                    self.rnr_retries_left -= 1;
+                }
+                self.nxt = seq.max(self.una);
+                self.rnr_wait_until = Some(now + rnr_timer(ack.rnr_code));
+                self.ack_deadline = None;
+            }
+        }
+    }
+
+    /// The sequence number of the first packet of the oldest READ still unanswered, or
+    /// `u64::MAX` (ACKs cannot retire READ PSNs).
+    fn first_unacked_read_seq(&self) -> u64 {
+        self.sq
+            .iter()
+            .find(|w| w.op == Op::Read)
+            .map_or(u64::MAX, |w| w.first_seq.max(self.una))
+    }
+
+    /// A READ response packet arrived. Returns the payload bytes newly delivered (0 for a
+    /// duplicate or out-of-order response, which is dropped). A gap makes the requester
+    /// re-issue the READ from the missing PSN (IBTA 9.7.5.2.8).
+    pub fn handle_read_response(
+        &mut self,
+        now: crate::units::SimTime,
+        psn: u32,
+        payload: u32,
+    ) -> u32 {
+        if self.state == QpState::Error {
+            return 0;
+        }
+        let seq = self.seq_of(psn);
+        if seq < self.una as i64 {
+            self.stats.duplicate_read_responses += 1;
+            return 0;
+        }
+        let seq = seq as u64;
+        if seq > self.una {
+            // A response went missing: ask again from the first missing PSN, once per
+            // gap (responses already in flight behind it are dropped as they come).
+            if self.nxt > self.una {
+                self.stats.seq_naks += 1;
+                self.go_back(self.una, WcStatus::RetryExceeded);
+                self.rearm(now);
+            }
+            return 0;
+        }
+        self.acknowledge(seq + 1);
+        self.rearm(now);
+        payload
+    }
+
+    /// When the requester next needs `handle_timeout`, if ever.
+    pub fn next_timeout(&self) -> Option<crate::units::SimTime> {
+        match (self.rnr_wait_until, self.ack_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Timers that are due fire: the RNR back-off ends, or the local ACK timeout expires
+    /// and the requester goes back to the oldest unacknowledged PSN (IBTA 9.7.6.1.3).
+    pub fn handle_timeout(&mut self, now: crate::units::SimTime) {
+        if self.state == QpState::Error {
+            return;
+        }
+        if self.rnr_wait_until.is_some_and(|t| t <= now) {
+            self.rnr_wait_until = None;
+        }
+        if self.ack_deadline.is_some_and(|t| t <= now) {
+            self.ack_deadline = None;
+            if self.nxt > self.una {
+                self.stats.timeouts += 1;
+                let una = self.una;
+                self.go_back(una, WcStatus::RetryExceeded);
+            }
+        }
+    }
+}
+
+/// What the responder does with an arriving request packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ResponderAction {
+    /// Payload bytes to place in memory (new data only).
+    pub deliver: u32,
+    /// The packet completed a message (the last byte of a WRITE or SEND arrived).
+    pub message_done: bool,
+    /// The packet was a duplicate (already received).
+    pub duplicate: bool,
+    /// Send this ACK or NAK.
+    pub reply: Option<AckInfo>,
+    /// Start streaming READ responses: (first PSN, packets).
+    pub read: Option<(u32, u32)>,
+}
+
+/// Counters a responder keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResponderStats {
+    pub duplicates: u64,
+    pub out_of_sequence: u64,
+    pub seq_naks_sent: u64,
+    pub rnr_naks_sent: u64,
+    pub acks_sent: u64,
+}
+
+/// The responder half of an RC queue pair.
+#[derive(Clone, Debug)]
+pub struct Responder {
+    p: RcParams,
+    /// Expected PSN (ePSN, IBTA 9.7.5.1.1).
+    epsn: u32,
+    /// A NAK-sequence-error was sent and the expected PSN has not arrived since: further
+    /// out-of-sequence packets are dropped silently (9.7.5.1.2).
+    nak_outstanding: bool,
+    /// Packets received since the last ACK.
+    unacked: u32,
+    /// Posted, unconsumed receive WQEs.
+    recv_wqes: u32,
+    pub stats: ResponderStats,
+}
+
+impl Responder {
+    pub fn new(p: RcParams, recv_wqes: u32) -> Responder {
+        Responder {
+            epsn: p.initial_psn,
+            p,
+            nak_outstanding: false,
+            unacked: 0,
+            recv_wqes,
+            stats: ResponderStats::default(),
+        }
+    }
+
+    /// The application posts `n` receive WQEs (ibv_post_recv).
+    pub fn post_recv(&mut self, n: u32) {
+        self.recv_wqes += n;
+    }
+
+    pub fn recv_wqes(&self) -> u32 {
+        self.recv_wqes
+    }
+
+    pub fn expected_psn(&self) -> u32 {
+        self.epsn
+    }
+
+    fn ack(&mut self, kind: AckKind, psn: u32) -> Option<AckInfo> {
+        match kind {
+            AckKind::Ack => self.stats.acks_sent += 1,
+            AckKind::NakSeq => self.stats.seq_naks_sent += 1,
+            AckKind::NakRnr => self.stats.rnr_naks_sent += 1,
+        }
+        self.unacked = 0;
+        Some(AckInfo {
+            kind,
+            psn,
+            credits: self.recv_wqes,
+            rnr_code: self.p.min_rnr_timer,
+        })
+    }
+
+    /// A request packet arrived (IBTA 9.7.5.1).
+    pub fn handle_request(&mut self, req: &TxRequest) -> ResponderAction {
+        let mut a = ResponderAction::default();
+        let d = psn_diff(req.psn, self.epsn);
+        if d < 0 {
+            // Duplicate (9.7.5.1.2): never delivered again; re-acknowledged with the
+            // latest ACK, and a duplicate READ is answered again from its PSN.
+            self.stats.duplicates += 1;
+            a.duplicate = true;
+            if req.op == Op::Read {
+                a.read = Some((req.psn, req.read_packets));
+            } else {
+                a.reply = self.ack(AckKind::Ack, psn_add(self.epsn, PSN_MASK as u64));
+            }
+            return a;
+        }
+        if d > 0 {
+            // A gap: one NAK per sequence error, then silence until ePSN arrives.
+            self.stats.out_of_sequence += 1;
+            if !self.nak_outstanding {
+                self.nak_outstanding = true;
+                a.reply = self.ack(AckKind::NakSeq, self.epsn);
+            }
+            return a;
+        }
+        self.nak_outstanding = false;
+        match req.op {
+            Op::Read => {
+                // The READ's PSNs are its responses'; the next request follows them.
+                self.epsn = psn_add(self.epsn, req.read_packets as u64);
+                a.read = Some((req.psn, req.read_packets));
+                return a;
+            }
+            Op::Send if req.first => {
+                if self.recv_wqes == 0 {
+                    // 9.7.5.1.4: no receive WQE, RNR NAK; ePSN does not advance.
+                    a.reply = self.ack(AckKind::NakRnr, req.psn);
+                    return a;
+                }
+                self.recv_wqes -= 1;
+            }
+            _ => {}
+        }
+        self.epsn = psn_add(self.epsn, 1);
+        a.deliver = req.payload;
+        a.message_done = req.last;
+        self.unacked += 1;
+        if req.last || self.unacked >= self.p.ack_every {
+            a.reply = self.ack(AckKind::Ack, req.psn);
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::SimTime;
+
+    fn params() -> RcParams {
+        RcParams {
+            path_mtu: 1000,
+            timeout: 10,
+            retry_cnt: 3,
+            ..RcParams::default()
+        }
+    }
+
+    const T0: SimTime = SimTime(0);
+
+    fn drain(r: &mut Requester, now: SimTime) -> Vec<TxRequest> {
+        std::iter::from_fn(|| r.poll_transmit(now)).collect()
+    }
+
+    fn ack(psn: u32) -> AckInfo {
+        AckInfo {
+            kind: AckKind::Ack,
+            psn,
+            credits: 0,
+            rnr_code: 0,
+        }
+    }
+
+    #[test]
+    fn psn_arithmetic_wraps_at_24_bits() {
+        assert_eq!(psn_add(PSN_MASK, 1), 0);
+        assert_eq!(psn_add(PSN_MASK - 1, 5), 3);
+        assert_eq!(psn_diff(2, PSN_MASK), 3);
+        assert_eq!(psn_diff(PSN_MASK, 2), -3);
+        assert_eq!(psn_diff(0x80_0000, 0), -0x80_0000);
+        assert_eq!(psn_diff(0x7F_FFFF, 0), 0x7F_FFFF);
+    }
+
+    #[test]
+    fn local_ack_timeout_is_4_096_us_times_2_pow_timeout() {
+        assert_eq!(local_ack_timeout(0), None);
+        assert_eq!(local_ack_timeout(1).unwrap().0, 8_192_000);
+        // Design reference: 12 = 16.8 ms, 14 = 67.1 ms, 18 = 1.07 s, 20 = 4.3 s.
+        assert_eq!(local_ack_timeout(12).unwrap().0, 16_777_216_000);
+        assert_eq!(local_ack_timeout(14).unwrap().0, 67_108_864_000);
+        assert_eq!(local_ack_timeout(18).unwrap().0, 1_073_741_824_000);
+        assert_eq!(local_ack_timeout(20).unwrap().0, 4_294_967_296_000);
+    }
+
+    #[test]
+    fn rnr_timer_table_matches_linux() {
+        assert_eq!(rnr_timer(1), SimDuration::from_us(10));
+        assert_eq!(rnr_timer(12), SimDuration::from_us(640));
+        assert_eq!(rnr_timer(14), SimDuration::from_us(1280));
+        assert_eq!(rnr_timer(31), SimDuration::from_us(491_520));
+        assert_eq!(rnr_timer(0), SimDuration::from_us(655_360));
+    }
+
+    #[test]
+    fn write_is_segmented_and_acked_cumulatively() {
+        let mut r = Requester::new(params(), 0);
+        r.post(7, Op::Write, 2500);
+        let pkts = drain(&mut r, T0);
+        assert_eq!(pkts.len(), 3);
+        assert_eq!(
+            pkts.iter().map(|p| p.payload).collect::<Vec<_>>(),
+            vec![1000, 1000, 500]
+        );
+        assert!(pkts[0].first && !pkts[0].last && pkts[2].last);
+        assert_eq!(pkts.iter().map(|p| p.psn).collect::<Vec<_>>(), vec![0, 1, 2]);
+        r.handle_ack(SimTime(10), ack(1));
+        assert_eq!(r.pop_completion(), None, "not done until the last PSN is acked");
+        r.handle_ack(SimTime(20), ack(2));
+        assert_eq!(
+            r.pop_completion(),
+            Some(Completion {
+                wr_id: 7,
+                status: WcStatus::Success
+            })
+        );
+        assert_eq!(r.next_timeout(), None, "nothing outstanding: timer disarmed");
+    }
+
+    #[test]
+    fn window_limits_packets_in_flight() {
+        let mut r = Requester::new(
+            RcParams {
+                window_packets: Some(2),
+                ..params()
+            },
+            0,
+        );
+        r.post(1, Op::Write, 5000);
+        assert_eq!(drain(&mut r, T0).len(), 2);
+        r.handle_ack(SimTime(5), ack(0));
+        assert_eq!(drain(&mut r, SimTime(5)).len(), 1);
+    }
+
+    #[test]
+    fn nak_seq_goes_back_to_the_naked_psn() {
+        let mut r = Requester::new(params(), 0);
+        r.post(1, Op::Write, 5000);
+        assert_eq!(drain(&mut r, T0).len(), 5);
+        r.handle_ack(
+            SimTime(5),
+            AckInfo {
+                kind: AckKind::NakSeq,
+                psn: 2,
+                credits: 0,
+                rnr_code: 0,
+            },
+        );
+        let again = drain(&mut r, SimTime(5));
+        assert_eq!(again.iter().map(|p| p.psn).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert!(again.iter().all(|p| p.retransmission));
+        assert_eq!(r.stats.retransmissions, 3);
+        assert_eq!(r.stats.seq_naks, 1);
+    }
+
+    #[test]
+    fn timeout_fires_exactly_one_local_ack_timeout_after_the_last_send() {
+        let mut r = Requester::new(params(), 0);
+        r.post(1, Op::Write, 1000);
+        drain(&mut r, SimTime(123));
+        let t = local_ack_timeout(10).unwrap();
+        assert_eq!(r.next_timeout(), Some(SimTime(123) + t));
+        r.handle_timeout(SimTime(123) + t);
+        assert_eq!(r.stats.timeouts, 1);
+        let again = drain(&mut r, SimTime(123) + t);
+        assert_eq!(again.len(), 1);
+        assert!(again[0].retransmission);
+    }
+
+    #[test]
+    fn retry_cnt_retransmissions_then_error() {
+        // retry_cnt 3: the original and 3 retransmissions, then the 4th timeout fails.
+        let mut r = Requester::new(params(), 0);
+        r.post(1, Op::Write, 1000);
+        r.post(2, Op::Write, 1000);
+        let mut now = T0;
+        let mut sent = drain(&mut r, now).len();
+        while r.state() == QpState::ReadyToSend {
+            now = r.next_timeout().expect("armed");
+            r.handle_timeout(now);
+            sent += drain(&mut r, now).len();
+        }
+        assert_eq!(r.stats.retransmissions, 3 * 2);
+        assert_eq!(sent, 2 + 3 * 2);
+        assert_eq!(r.stats.timeouts, 4);
+        assert_eq!(
+            r.pop_completion().unwrap().status,
+            WcStatus::RetryExceeded
+        );
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Flushed);
+        assert_eq!(r.next_timeout(), None);
+    }
+
+    #[test]
+    fn progress_resets_the_retry_counter() {
+        let mut r = Requester::new(params(), 0);
+        r.post(1, Op::Write, 3000);
+        drain(&mut r, T0);
+        for i in 0..3u32 {
+            let now = r.next_timeout().unwrap();
+            r.handle_timeout(now);
+            drain(&mut r, now);
+            r.handle_ack(now, ack(i));
+        }
+        assert_eq!(r.state(), QpState::ReadyToSend);
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
+    }
+
+    #[test]
+    fn responder_delivers_in_order_naks_a_gap_once_and_reacks_duplicates() {
+        let mut resp = Responder::new(params(), 0);
+        let mut r = Requester::new(params(), 0);
+        r.post(1, Op::Write, 4000);
+        let p = drain(&mut r, T0);
+        let a0 = resp.handle_request(&p[0]);
+        assert_eq!(a0.deliver, 1000);
+        assert_eq!(a0.reply.unwrap().kind, AckKind::Ack);
+        // p[1] lost: p[2] and p[3] are out of sequence; only the first NAKs.
+        let a2 = resp.handle_request(&p[2]);
+        assert_eq!(a2.reply.unwrap().kind, AckKind::NakSeq);
+        assert_eq!(a2.reply.unwrap().psn, 1);
+        assert_eq!(a2.deliver, 0);
+        let a3 = resp.handle_request(&p[3]);
+        assert_eq!(a3.reply, None);
+        // The expected PSN arrives: delivered, NAK state clears.
+        let a1 = resp.handle_request(&p[1]);
+        assert_eq!(a1.deliver, 1000);
+        // A duplicate is never delivered twice and is re-acked with the latest PSN.
+        let dup = resp.handle_request(&p[0]);
+        assert!(dup.duplicate);
+        assert_eq!(dup.deliver, 0);
+        assert_eq!(dup.reply.unwrap().psn, 1);
+    }
+
+    #[test]
+    fn ack_every_coalesces_and_message_end_always_acks() {
+        let p = RcParams {
+            ack_every: 3,
+            ..params()
+        };
+        let mut resp = Responder::new(p, 0);
+        let mut r = Requester::new(p, 0);
+        r.post(1, Op::Write, 4000);
+        let acks: Vec<bool> = drain(&mut r, T0)
+            .iter()
+            .map(|x| resp.handle_request(x).reply.is_some())
+            .collect();
+        assert_eq!(acks, vec![false, false, true, true]);
+    }
+
+    #[test]
+    fn send_consumes_a_receive_wqe_or_is_rnr_naked() {
+        let p = RcParams {
+            e2e_credits: false,
+            min_rnr_timer: 1,
+            rnr_retry: 1,
+            ..params()
+        };
+        let mut resp = Responder::new(p, 1);
+        let mut r = Requester::new(p, 0);
+        r.post(1, Op::Send, 500);
+        r.post(2, Op::Send, 500);
+        let pk = drain(&mut r, T0);
+        assert_eq!(resp.handle_request(&pk[0]).deliver, 500);
+        assert_eq!(resp.recv_wqes(), 0);
+        let rnr = resp.handle_request(&pk[1]).reply.unwrap();
+        assert_eq!(rnr.kind, AckKind::NakRnr);
+        assert_eq!(rnr.psn, 1);
+        r.handle_ack(SimTime(100), ack(0));
+        r.handle_ack(SimTime(100), rnr);
+        // Waits the min_rnr_timer value (code 1 = 10 us) before resending.
+        assert_eq!(r.poll_transmit(SimTime(100)), None);
+        assert_eq!(r.next_timeout(), Some(SimTime(100) + SimDuration::from_us(10)));
+        let t = SimTime(100) + SimDuration::from_us(10);
+        r.handle_timeout(t);
+        let again = r.poll_transmit(t).unwrap();
+        assert_eq!(again.psn, 1);
+        // A second RNR NAK exhausts rnr_retry 1.
+        let rnr2 = resp.handle_request(&again).reply.unwrap();
+        r.handle_ack(t, rnr2);
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
+        assert_eq!(
+            r.pop_completion().unwrap().status,
+            WcStatus::RnrRetryExceeded
+        );
+    }
+
+    #[test]
+    fn rnr_retry_7_never_fails() {
+        let p = RcParams {
+            e2e_credits: false,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            ..params()
+        };
+        let mut resp = Responder::new(p, 0);
+        let mut r = Requester::new(p, 0);
+        r.post(1, Op::Send, 100);
+        let mut now = T0;
+        for _ in 0..100 {
+            let pkt = r.poll_transmit(now).unwrap();
+            let nak = resp.handle_request(&pkt).reply.unwrap();
+            r.handle_ack(now, nak);
+            now = r.next_timeout().unwrap();
+            r.handle_timeout(now);
+        }
+        assert_eq!(r.state(), QpState::ReadyToSend);
+        resp.post_recv(1);
+        let pkt = r.poll_transmit(now).unwrap();
+        r.handle_ack(now, resp.handle_request(&pkt).reply.unwrap());
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
+    }
+
+    #[test]
+    fn credits_gate_new_send_messages() {
+        let p = params();
+        let mut r = Requester::new(p, 1);
+        r.post(1, Op::Send, 100);
+        r.post(2, Op::Send, 100);
+        assert_eq!(drain(&mut r, T0).len(), 1, "one credit, one SEND");
+        r.handle_ack(
+            SimTime(1),
+            AckInfo {
+                kind: AckKind::Ack,
+                psn: 0,
+                credits: 1,
+                rnr_code: 0,
+            },
+        );
+        assert_eq!(drain(&mut r, SimTime(1)).len(), 1, "the ACK's AETH returned a credit");
+        // WRITE does not need credits.
+        r.post(3, Op::Write, 100);
+        assert_eq!(drain(&mut r, SimTime(1)).len(), 1);
+    }
+
+    #[test]
+    fn psns_wrap_across_2_pow_24() {
+        let p = RcParams {
+            initial_psn: PSN_MASK - 1,
+            ..params()
+        };
+        let mut r = Requester::new(p, 0);
+        let mut resp = Responder::new(p, 0);
+        r.post(1, Op::Write, 5000);
+        let pk = drain(&mut r, T0);
+        assert_eq!(
+            pk.iter().map(|x| x.psn).collect::<Vec<_>>(),
+            vec![PSN_MASK - 1, PSN_MASK, 0, 1, 2]
+        );
+        let mut delivered = 0;
+        for x in &pk {
+            let a = resp.handle_request(x);
+            delivered += a.deliver;
+            r.handle_ack(T0, a.reply.unwrap());
+        }
+        assert_eq!(delivered, 5000);
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
+        assert_eq!(resp.expected_psn(), 3);
+    }
+
+    #[test]
+    fn read_streams_responses_and_rerequests_from_a_gap() {
+        let mut r = Requester::new(params(), 0);
+        let mut resp = Responder::new(params(), 0);
+        r.post(9, Op::Read, 3000);
+        let req = r.poll_transmit(T0).unwrap();
+        assert_eq!((req.op, req.read_packets, req.psn), (Op::Read, 3, 0));
+        assert_eq!(r.poll_transmit(T0), None, "max_rd_atomic 1, one READ at a time");
+        let a = resp.handle_request(&req);
+        assert_eq!(a.read, Some((0, 3)));
+        assert_eq!(resp.expected_psn(), 3);
+        // Response 0 arrives, 1 is lost, 2 arrives out of order.
+        assert_eq!(r.handle_read_response(T0, 0, 1000), 1000);
+        assert_eq!(r.handle_read_response(T0, 2, 1000), 0);
+        let again = r.poll_transmit(T0).unwrap();
+        assert_eq!((again.psn, again.read_packets), (1, 2));
+        // The responder sees a duplicate READ and answers it again.
+        let a = resp.handle_request(&again);
+        assert!(a.duplicate);
+        assert_eq!(a.read, Some((1, 2)));
+        assert_eq!(r.handle_read_response(T0, 1, 1000), 1000);
+        assert_eq!(r.handle_read_response(T0, 2, 1000), 1000);
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
+    }
+}
