@@ -9,27 +9,46 @@
 //! `start(i, j+1) = max(ready(i, j+1), end(i-1, j+1))`, which is exact for any mix of link
 //! rates and a short last packet.
 
+use crate::packet::{AETH_BYTES, RETH_BYTES};
 use crate::scenario::schema::Forwarding;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Transport};
 use crate::topology::LinkParams;
+use crate::transport::rc::Op;
 use crate::units::{serialization_delay, SimDuration};
 
 /// FCT of `size` payload bytes from `src` to `dst` on an otherwise empty fabric: from the
-/// flow's start to the arrival of its last byte at `dst`.
+/// flow's start to the arrival of its last byte where it is going (at `dst` for raw
+/// packets, RC WRITE and SEND; back at `src` for an RC READ, which first sends a request).
 pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
-    let links = sc.topology.path_links(src, dst);
-    ideal_fct_on_path(
-        &links,
-        sc.switch.latency,
-        sc.switch.forwarding,
-        sc.mtu,
-        sc.encapsulation.overhead_bytes(),
-        sc.encapsulation.header_bytes(),
-        size,
-    )
+    let on = |a: u32, b: u32, bytes: u64, first_extra: u64, last_extra: u64| {
+        ideal_fct_on_path(
+            &sc.topology.path_links(a, b),
+            sc.switch.latency,
+            sc.switch.forwarding,
+            sc.mtu,
+            sc.encapsulation.overhead_bytes(),
+            sc.encapsulation.header_bytes(),
+            bytes,
+            first_extra,
+            last_extra,
+        )
+    };
+    match &sc.transport {
+        Transport::Raw => on(src, dst, size, 0, 0),
+        Transport::Rc(rc) => match rc.operation {
+            Op::Write => on(src, dst, size, RETH_BYTES, 0),
+            Op::Send => on(src, dst, size, 0, 0),
+            // The request (RETH, no payload), then the responses (AETH on the first and
+            // the last) stream back as soon as it has arrived.
+            Op::Read => on(src, dst, 0, RETH_BYTES, 0) + on(dst, src, size, AETH_BYTES, AETH_BYTES),
+        },
+    }
 }
 
 /// [`ideal_fct`] on an explicit path of links joined by switches of latency `switch_lat`.
+/// The first packet carries `first_extra` more bytes and the last (of several)
+/// `last_extra` more (extension headers).
+#[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_path(
     links: &[LinkParams],
     switch_lat: SimDuration,
@@ -38,6 +57,8 @@ pub fn ideal_fct_on_path(
     overhead: u64,
     header: u64,
     size: u64,
+    first_extra: u64,
+    last_extra: u64,
 ) -> SimDuration {
     assert!(!links.is_empty() && mtu > 0);
     let n = size.div_ceil(mtu).max(1);
@@ -51,7 +72,12 @@ pub fn ideal_fct_on_path(
         } else {
             mtu
         };
-        let wire = payload + overhead;
+        let mut wire = payload + overhead;
+        if i == 0 {
+            wire += first_extra;
+        } else if i + 1 == n {
+            wire += last_extra;
+        }
         let mut start = if i == 0 { 0 } else { prev_end[0] };
         for j in 0..hops {
             let ser = serialization_delay(wire, links[j].rate).0;
@@ -130,6 +156,8 @@ mod tests {
             26,
             20,
             1000,
+            0,
+            0,
         );
         assert_eq!(t.0, 4 * 82_080 + 3 * 300_000 + 4 * 1_000_000);
     }
@@ -146,6 +174,8 @@ mod tests {
             0,
             0,
             10_000,
+            0,
+            0,
         );
         // first packet: 80 ns + 160 ns; then 9 more at 160 ns.
         assert_eq!(t.0, 80_000 + 160_000 + 9 * 160_000);
@@ -162,6 +192,8 @@ mod tests {
             0,
             100,
             1000,
+            0,
+            0,
         );
         // header (8 ns) then the full packet (80 ns) on the second hop.
         assert_eq!(t.0, 8_000 + 80_000);

@@ -34,6 +34,10 @@ pub enum Event {
     /// A packet reaches the far end of `port` (its tail, or its header for a cut-through
     /// switch).
     Arrive { port: PortId, pkt: PktId },
+    /// A queue pair's timer (local ACK timeout or RNR back-off) may be due.
+    QpTimer { qp: u32 },
+    /// A receiver posts its receive WQEs on queue pair `qp`.
+    RecvPost { qp: u32 },
 }
 
 #[derive(Debug)]

@@ -96,19 +96,21 @@ pub struct Port {
     /// Sum of queue depths seen by arriving packets (for the mean).
     pub queue_sample_sum: u128,
     pub queue_samples: u64,
-    /// Queue depth seen by arriving packets, in 64-byte cells.
+    /// Queue depth seen by arriving packets, in 64-byte cells (made at the first packet,
+    /// so idle ports cost no memory).
     pub queue_hist: Option<Histogram<u32>>,
+    hist_cells: u64,
     pub drops: [u64; 3],
     pub drop_bytes: u64,
+    /// Packets that arrived over this port destroyed by a fault (bit error, random loss,
+    /// link down).
+    pub fault_losses: u64,
 }
 
 impl Port {
     pub fn new(tier: Tier, link: LinkParams, switch: Option<u32>, to: Node, buffer: u64) -> Port {
-        let queue_hist = switch.map(|_| {
-            Histogram::new_with_bounds(1, (buffer / CELL_BYTES).max(2) + 1, 2)
-                .expect("valid histogram bounds")
-        });
         Port {
+            hist_cells: (buffer / CELL_BYTES).max(2) + 1,
             tier,
             link,
             switch,
@@ -122,23 +124,28 @@ impl Port {
             max_queue_bytes: 0,
             queue_sample_sum: 0,
             queue_samples: 0,
-            queue_hist,
+            queue_hist: None,
             drops: [0; 3],
             drop_bytes: 0,
+            fault_losses: 0,
         }
     }
 
-    /// Records a packet of `wire` bytes joining the queue.
+    /// Records a packet of `wire` bytes joining the queue: the depth it finds (bytes
+    /// waiting plus the packet in service) is sampled before it is added.
     #[inline]
     pub fn enqueued(&mut self, wire: u64) {
-        self.queued_bytes += wire;
         let q = self.queued_bytes;
+        self.queued_bytes += wire;
         self.max_queue_bytes = self.max_queue_bytes.max(q);
         self.queue_sample_sum += q as u128;
         self.queue_samples += 1;
-        if let Some(h) = &mut self.queue_hist {
-            h.saturating_record(q.div_ceil(CELL_BYTES));
-        }
+        let cells = self.hist_cells;
+        self.queue_hist
+            .get_or_insert_with(|| {
+                Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
+            })
+            .saturating_record(q.div_ceil(CELL_BYTES));
     }
 
     pub fn count_drop(&mut self, reason: DropReason, wire: u64) {

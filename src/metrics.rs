@@ -31,7 +31,8 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    fn from_hist(h: &Histogram<u64>, sum: f64, scale: f64) -> Option<Percentiles> {
+    /// `max` is the exact maximum (the histogram's would be rounded up to its bucket).
+    fn from_hist(h: &Histogram<u64>, sum: f64, max: f64, scale: f64) -> Option<Percentiles> {
         if h.is_empty() {
             return None;
         }
@@ -42,7 +43,7 @@ impl Percentiles {
             p90: q(0.90),
             p99: q(0.99),
             p999: q(0.999),
-            max: r4(h.max() as f64 / scale),
+            max: r4(max / scale),
         })
     }
 }
@@ -51,8 +52,10 @@ impl Percentiles {
 struct FctAcc {
     fct_ns: Histogram<u64>,
     fct_sum_ns: f64,
+    fct_max_ns: f64,
     slow_milli: Histogram<u64>,
     slow_sum_milli: f64,
+    slow_max_milli: f64,
 }
 
 impl FctAcc {
@@ -61,6 +64,8 @@ impl FctAcc {
             // 1 ns to ~13 days, 3 significant digits.
             fct_ns: Histogram::new_with_bounds(1, 1 << 50, 3).expect("hist"),
             fct_sum_ns: 0.0,
+            fct_max_ns: 0.0,
+            slow_max_milli: 0.0,
             slow_milli: Histogram::new_with_bounds(1, 1 << 50, 3).expect("hist"),
             slow_sum_milli: 0.0,
         }
@@ -69,6 +74,8 @@ impl FctAcc {
         let ns = fct_ps.div_ceil(1000).max(1);
         self.fct_ns.saturating_record(ns);
         self.fct_sum_ns += fct_ps as f64 / 1000.0;
+        self.fct_max_ns = self.fct_max_ns.max(fct_ps as f64 / 1000.0);
+        self.slow_max_milli = self.slow_max_milli.max(slowdown * 1000.0);
         let m = (slowdown * 1000.0).round().max(1.0) as u64;
         self.slow_milli.saturating_record(m);
         self.slow_sum_milli += slowdown * 1000.0;
@@ -110,9 +117,11 @@ pub struct TopologySummary {
 pub struct FlowCounts {
     pub count: u64,
     pub completed: u64,
-    /// Flows that lost a packet (no transport yet to recover it) or were cut off by
+    /// Flows not completed: failed, lost a packet under the raw transport, or cut off by
     /// `duration`.
     pub incomplete: u64,
+    /// Flows whose queue pair failed (retries exhausted); counted in `incomplete` too.
+    pub failed: u64,
     pub payload_bytes: u64,
     pub delivered_bytes: u64,
 }
@@ -174,7 +183,37 @@ pub struct Summary {
     pub tiers: Vec<TierSummary>,
     pub packets_sent: u64,
     pub peak_packets_in_flight: u32,
+    /// RC transport counters; null under the raw transport.
+    pub rc: Option<RcSummary>,
+    pub faults: FaultSummary,
     pub events: u64,
+}
+
+/// `rc` in summary.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RcSummary {
+    pub operation: &'static str,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub first_transmissions: u64,
+    pub retransmitted_packets: u64,
+    /// retransmitted / first transmissions.
+    pub retransmission_rate: f64,
+    pub timeouts: u64,
+    pub seq_naks: u64,
+    pub rnr_naks: u64,
+    pub qp_errors: u64,
+    /// Packets that reached their destination a second time (never delivered twice).
+    pub duplicate_packets: u64,
+    pub acks_sent: u64,
+}
+
+/// `faults` in summary.json: packets destroyed on links, by cause.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FaultSummary {
+    pub corrupted_packets: u64,
+    pub random_drops: u64,
+    pub flap_drops: u64,
 }
 
 /// `perf.json`: wall-clock figures, different on every run.
@@ -219,6 +258,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         count: out.flows.len() as u64,
         completed: 0,
         incomplete: 0,
+        failed: 0,
         payload_bytes: 0,
         delivered_bytes: 0,
     };
@@ -238,7 +278,11 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         if f.packets_sent > 0 {
             first_start = Some(first_start.map_or(f.def.start.0, |s: u64| s.min(f.def.start.0)));
         }
-        match f.finish {
+        let failed = matches!(f.outcome, crate::sim::Outcome::Failed(_));
+        if failed {
+            counts.failed += 1;
+        }
+        match f.finish.filter(|_| !failed) {
             Some(fin) => {
                 counts.completed += 1;
                 buckets[b].2 += 1;
@@ -368,8 +412,13 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         sim_time_us: r4(out.end.as_us_f64()),
         stopped_by_duration: out.stopped_by_duration,
         flows: counts,
-        fct_us: Percentiles::from_hist(&all.fct_ns, all.fct_sum_ns, 1000.0),
-        slowdown: Percentiles::from_hist(&all.slow_milli, all.slow_sum_milli, 1000.0),
+        fct_us: Percentiles::from_hist(&all.fct_ns, all.fct_sum_ns, all.fct_max_ns, 1000.0),
+        slowdown: Percentiles::from_hist(
+            &all.slow_milli,
+            all.slow_sum_milli,
+            all.slow_max_milli,
+            1000.0,
+        ),
         by_size: SIZE_BUCKETS
             .iter()
             .zip(&buckets)
@@ -377,8 +426,13 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 bucket: name,
                 count: *count,
                 completed: *completed,
-                fct_us: Percentiles::from_hist(&acc.fct_ns, acc.fct_sum_ns, 1000.0),
-                slowdown: Percentiles::from_hist(&acc.slow_milli, acc.slow_sum_milli, 1000.0),
+                fct_us: Percentiles::from_hist(&acc.fct_ns, acc.fct_sum_ns, acc.fct_max_ns, 1000.0),
+                slowdown: Percentiles::from_hist(
+                    &acc.slow_milli,
+                    acc.slow_sum_milli,
+                    acc.slow_max_milli,
+                    1000.0,
+                ),
             })
             .collect(),
         goodput_gbps: goodput,
@@ -386,6 +440,36 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         tiers,
         packets_sent,
         peak_packets_in_flight: out.peak_packets_in_flight,
+        rc: match (&sc.transport, &out.rc) {
+            (crate::scenario::Transport::Rc(c), Some(t)) => Some(RcSummary {
+                operation: match c.operation {
+                    crate::transport::rc::Op::Write => "write",
+                    crate::transport::rc::Op::Send => "send",
+                    crate::transport::rc::Op::Read => "read",
+                },
+                timeout: c.params.timeout,
+                retry_cnt: c.params.retry_cnt,
+                first_transmissions: t.first_transmissions,
+                retransmitted_packets: t.retransmissions,
+                retransmission_rate: if t.first_transmissions > 0 {
+                    (t.retransmissions as f64 / t.first_transmissions as f64 * 1e8).round() / 1e8
+                } else {
+                    0.0
+                },
+                timeouts: t.timeouts,
+                seq_naks: t.seq_naks,
+                rnr_naks: t.rnr_naks,
+                qp_errors: t.qp_errors,
+                duplicate_packets: t.duplicate_packets,
+                acks_sent: t.acks_sent,
+            }),
+            _ => None,
+        },
+        faults: FaultSummary {
+            corrupted_packets: out.faults.corrupted,
+            random_drops: out.faults.random_drops,
+            flap_drops: out.faults.flap_drops,
+        },
         events: out.events,
     }
 }

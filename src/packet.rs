@@ -68,9 +68,46 @@ impl Encapsulation {
     }
 }
 
+/// What a packet carries (IBTA 9.2: the BTH opcode, reduced to what the model needs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PktKind {
+    /// Payload: a raw packet, or an RC WRITE/SEND request packet.
+    #[default]
+    Data,
+    /// An RC ACK or NAK (AETH, no payload).
+    Ack,
+    /// An RC READ request (RETH, no payload).
+    ReadRequest,
+    /// An RC READ response (payload; AETH on the first and last).
+    ReadResponse,
+}
+
+/// Extended transport header bytes (IBTA 9.3): RETH on the first packet of an RDMA WRITE
+/// and on a READ request; AETH on ACKs and on the first and last READ responses.
+pub const RETH_BYTES: u64 = 16;
+pub const AETH_BYTES: u64 = 4;
+
+/// Packet flags.
+pub const FLAG_FIRST: u8 = 1;
+pub const FLAG_LAST: u8 = 2;
+pub const FLAG_RETX: u8 = 4;
+
 /// One packet in flight.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Packet {
+    pub kind: PktKind,
+    /// Packet sequence number (RC; 24 bits).
+    pub psn: u32,
+    /// READ request: response packets asked for. ACK: AETH credit count.
+    pub aux: u32,
+    /// `FLAG_*` bits.
+    pub flags: u8,
+    /// ACK syndrome: 0 ACK, 1 NAK sequence error, 2 RNR NAK.
+    pub ack_kind: u8,
+    /// RNR NAK timer code.
+    pub rnr_code: u8,
+    /// RC operation of a request: 0 WRITE, 1 SEND, 2 READ.
+    pub op: u8,
     pub flow: FlowId,
     pub src: u32,
     pub dst: u32,

@@ -37,14 +37,15 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         w,
-        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,packets_sent,packets_dropped,status"
+        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,packets_sent,packets_dropped,retransmissions,status,failed_at_us"
     )?;
     for (i, f) in out.flows.iter().enumerate() {
         let kind = sc
             .workload
             .get(f.def.workload as usize)
             .map_or("?", |w| w.kind());
-        let (finish, fct, slow, gput, status) = match f.finish {
+        let failed = matches!(f.outcome, crate::sim::Outcome::Failed(_));
+        let (finish, fct, slow, gput, status) = match f.finish.filter(|_| !failed) {
             Some(fin) => {
                 let fct = (fin.0 - f.def.start.0) as f64;
                 (
@@ -60,10 +61,17 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
                 String::new(),
                 String::new(),
                 String::new(),
-                if f.packets_dropped > 0 {
-                    "incomplete_lost_packets"
-                } else if f.packets_sent == 0 {
+                if let crate::sim::Outcome::Failed(st) = f.outcome {
+                    match st {
+                        crate::transport::rc::WcStatus::RnrRetryExceeded => {
+                            "failed_rnr_retry_exceeded"
+                        }
+                        _ => "failed_retry_exceeded",
+                    }
+                } else if f.def.start > out.end {
                     "not_started"
+                } else if f.packets_dropped > 0 && out.rc.is_none() {
+                    "incomplete_lost_packets"
                 } else {
                     "incomplete_duration"
                 },
@@ -71,7 +79,7 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
         };
         writeln!(
             w,
-            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{status}",
+            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{status},{}",
             f.def.workload,
             f.def.src,
             f.def.dst,
@@ -80,6 +88,9 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
             r4(f.ideal.as_us_f64()),
             f.packets_sent,
             f.packets_dropped,
+            f.retransmissions,
+            f.failed_at
+                .map_or(String::new(), |t| r4(t.as_us_f64()).to_string()),
         )?;
     }
     w.flush()
@@ -192,7 +203,10 @@ pub fn describe_fabric(sc: &Scenario) -> String {
     );
     // BDP per path: base RTT (a full packet out, a header-only reply back) x host rate.
     let ack = sc.encapsulation.overhead_bytes();
-    let mut paths = vec![("1 hop (same leaf)", 0u32, 1u32.min(t.hosts() - 1))];
+    let mut paths = Vec::new();
+    if t.hosts_per_leaf > 1 {
+        paths.push(("1 hop (same leaf)", 0u32, 1u32));
+    }
     if t.leaves > 1 {
         paths.push(("2 hops (via spine)", 0, t.hosts_per_leaf));
     }
@@ -236,10 +250,11 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
     );
     let _ = writeln!(
         o,
-        "flows    {} completed of {} ({} incomplete); {} of {} payload bytes delivered",
+        "flows    {} completed of {} ({} incomplete, {} failed); {} of {} payload bytes delivered",
         s.flows.completed,
         s.flows.count,
         s.flows.incomplete,
+        s.flows.failed,
         s.flows.delivered_bytes,
         s.flows.payload_bytes
     );
@@ -295,10 +310,41 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
         s.drops.dynamic_threshold,
         s.drops.port_limit
     );
-    if s.drops.packets > 0 {
+    match &s.rc {
+        None => {
+            if s.drops.packets > 0 {
+                let _ = writeln!(
+                    o,
+                    "         (raw transport: flows that lost a packet stay incomplete)"
+                );
+            }
+        }
+        Some(rc) => {
+            let _ = writeln!(
+                o,
+                "rc       {} (timeout {} = {}, retry_cnt {}): {} retransmitted of {} ({:.4}%), {} timeouts, {} seq NAKs, {} RNR NAKs, {} QP errors, {} duplicates",
+                rc.operation,
+                rc.timeout,
+                crate::transport::rc::local_ack_timeout(rc.timeout)
+                    .map_or("never".to_string(), |t| format!("{:.1} us", t.as_us_f64())),
+                rc.retry_cnt,
+                rc.retransmitted_packets,
+                rc.first_transmissions,
+                rc.retransmission_rate * 100.0,
+                rc.timeouts,
+                rc.seq_naks,
+                rc.rnr_naks,
+                rc.qp_errors,
+                rc.duplicate_packets
+            );
+        }
+    }
+    let f = &s.faults;
+    if f.corrupted_packets + f.random_drops + f.flap_drops > 0 {
         let _ = writeln!(
             o,
-            "         (no transport yet: flows that lost a packet stay incomplete)"
+            "faults   {} corrupted, {} random drops, {} lost to link flaps",
+            f.corrupted_packets, f.random_drops, f.flap_drops
         );
     }
     o

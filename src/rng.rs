@@ -16,6 +16,8 @@ pub enum Stream {
     Workload = 1,
     /// Per-flow ECMP hash.
     FlowHash = 2,
+    /// Link faults of port `a`.
+    Fault = 3,
 }
 
 /// The seed of stream (`tag`, `a`, `b`) under scenario seed `seed`.

@@ -1,18 +1,21 @@
-//! The simulation: hosts, ports and switches wired into one event loop.
+//! The simulation: hosts, queue pairs, ports and switches wired into one event loop.
 //!
 //! Models, per packet and per hop: a port serializes a packet (exact integer
 //! picoseconds), the packet propagates for the link's latency, and arrives at the next
-//! node. A switch routes it (see `topology`), admits it to the egress port's queue if the
-//! shared buffer allows (see `fabric`), and the port may start sending it one port-to-port
-//! latency after arrival: after the tail arrives (store-and-forward) or after the header
-//! (cut-through, never so early that the egress would run ahead of the ingress).
-//! Egress queues are FIFO; a switch is output-queued.
+//! node, where faults may destroy it (the receiving port's CRC check). A switch routes it
+//! (see `topology`), admits it to the egress port's queue if the shared buffer allows (see
+//! `fabric`), and the port may start sending it one port-to-port latency after arrival:
+//! after the tail arrives (store-and-forward) or after the header (cut-through, never so
+//! early that the egress would run ahead of the ingress). Egress queues are FIFO.
 //!
-//! Hosts (minimal for now, see `host`) segment each flow into MTU-sized packets and send
-//! them back to back at line rate, round robin over their active flows; a flow completes
-//! when its last byte reaches the destination host. The RC transport and NIC issues
-//! replace `host` behind the same two calls: "the host port is free, what next?" and "a
-//! packet reached this host".
+//! Hosts send whenever their link is free: first any ACK/NAK waiting (so
+//! acknowledgements never queue behind data at their source), then one packet from the
+//! next job in round robin over their jobs with work: a flow (raw transport), an RC
+//! requester, or an RC responder streaming READ responses. Under RC each flow is one
+//! message on its own queue pair (`transport::rc`, sans-IO); this module is the only glue
+//! between the queue pairs and the event queue. A queue pair keeps at most one timer
+//! event pending, re-armed lazily: a timer event that finds its deadline moved later
+//! re-schedules itself instead of acting.
 //!
 //! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver); a
 //! packet waiting for the switch latency does not need a third, because the egress port
@@ -23,31 +26,108 @@ use crate::analytic::ideal_fct;
 use crate::engine::{Event, EventQueue, FlowId, PktId, PortId};
 use crate::fabric::{admit, DropReason, Port, Switch};
 use crate::host::Host;
-use crate::packet::{Packet, PacketPool};
-use crate::rng::{stream_seed, Stream};
+use crate::packet::{
+    Packet, PacketPool, PktKind, AETH_BYTES, FLAG_FIRST, FLAG_LAST, FLAG_RETX, RETH_BYTES,
+};
+use crate::rng::{stream, stream_seed, Stream};
 use crate::scenario::schema::Forwarding;
-use crate::scenario::Scenario;
+use crate::scenario::{LinkFaults, RcConfig, Scenario, Transport};
 use crate::topology::{choose, Node, Topology};
+use crate::transport::rc::{
+    AckInfo, AckKind, Op, Requester, RequesterStats, Responder, TxRequest, WcStatus,
+};
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::{expand, FlowDef};
+use rand::rngs::StdRng;
+use rand::Rng;
 use std::collections::HashMap;
 use std::time::Instant;
+
+/// How a flow ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running (or never started) when the run ended.
+    Pending,
+    Completed,
+    /// Its queue pair failed (retry or RNR retry exhausted).
+    Failed(WcStatus),
+}
 
 /// A flow's state during the run.
 #[derive(Clone, Debug)]
 pub struct FlowState {
     pub def: FlowDef,
     pub flow_hash: u32,
-    /// Payload bytes already put into packets.
+    /// Payload bytes already put into packets (first transmissions and retransmissions).
     pub segmented: u64,
-    /// Payload bytes delivered to the destination.
+    /// Payload bytes delivered to the destination memory.
     pub delivered: u64,
     pub packets_sent: u32,
+    /// Packets lost: dropped at a full queue or destroyed by a fault.
     pub packets_dropped: u32,
+    pub retransmissions: u32,
     /// When the last byte arrived.
     pub finish: Option<SimTime>,
+    /// When the queue pair failed.
+    pub failed_at: Option<SimTime>,
+    pub outcome: Outcome,
     /// FCT on an empty fabric.
     pub ideal: SimDuration,
+    /// Queue pair slot while the flow is live (RC only).
+    qp: u32,
+}
+
+const NO_QP: u32 = u32::MAX;
+
+/// An RC queue pair: both halves, and the glue's bookkeeping for them.
+#[derive(Debug)]
+struct Qp {
+    flow: FlowId,
+    req: Requester,
+    resp: Responder,
+    /// Time of the pending timer event, if any.
+    timer_at: Option<SimTime>,
+    /// Whether the requester is in its host's job list.
+    req_listed: bool,
+    /// READ responses still to stream: next PSN and how many.
+    read_next_psn: u32,
+    read_left: u32,
+    read_listed: bool,
+    /// Finished; the slot is reused once no host lists it.
+    dead: bool,
+}
+
+/// RC counters summed over every queue pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RcTotals {
+    pub first_transmissions: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub seq_naks: u64,
+    pub rnr_naks: u64,
+    pub qp_errors: u64,
+    /// Request packets the responder had already received.
+    pub duplicate_packets: u64,
+    pub acks_sent: u64,
+}
+
+impl RcTotals {
+    fn add(&mut self, s: &RequesterStats) {
+        self.first_transmissions += s.first_transmissions;
+        self.retransmissions += s.retransmissions;
+        self.timeouts += s.timeouts;
+        self.seq_naks += s.seq_naks;
+        self.rnr_naks += s.rnr_naks;
+        self.duplicate_packets += s.duplicate_read_responses;
+    }
+}
+
+/// Packets destroyed by faults, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTotals {
+    pub corrupted: u64,
+    pub random_drops: u64,
+    pub flap_drops: u64,
 }
 
 /// Everything a run produced, for metrics and reports.
@@ -62,20 +142,50 @@ pub struct RunOutput {
     pub stopped_by_duration: bool,
     pub events: u64,
     pub peak_packets_in_flight: u32,
+    pub rc: Option<RcTotals>,
+    pub faults: FaultTotals,
     /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
     pub wall_seconds: f64,
+}
+
+/// Per-port fault state.
+#[derive(Debug)]
+struct PortFaults {
+    rates: LinkFaults,
+    /// Down intervals [from, until) in ps.
+    down: Vec<(u64, u64)>,
+    rng: StdRng,
+}
+
+/// Host job ids: flows (raw) or queue-pair halves (RC).
+#[inline]
+fn job_requester(qp: u32) -> u32 {
+    qp << 1
+}
+#[inline]
+fn job_read_responder(qp: u32) -> u32 {
+    (qp << 1) | 1
 }
 
 /// The simulated world.
 pub struct Sim {
     sc: Scenario,
     q: EventQueue,
+    /// Flow ids by start time, and how many have started.
+    start_order: Vec<FlowId>,
+    next_start: usize,
     pool: PacketPool,
     ports: Vec<Port>,
     switches: Vec<Switch>,
     hosts: Vec<Host>,
     flows: Vec<FlowState>,
     topo: Topology,
+    rc: Option<RcConfig>,
+    qps: Vec<Qp>,
+    free_qps: Vec<u32>,
+    rc_totals: RcTotals,
+    faults: Vec<Option<PortFaults>>,
+    fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
     header: u64,
@@ -104,30 +214,70 @@ impl Sim {
                     delivered: 0,
                     packets_sent: 0,
                     packets_dropped: 0,
+                    retransmissions: 0,
                     finish: None,
+                    failed_at: None,
+                    outcome: Outcome::Pending,
                     ideal,
+                    qp: NO_QP,
                 }
             })
             .collect();
-        let ports = (0..topo.ports())
+        let ports: Vec<Port> = (0..topo.ports())
             .map(|p| {
                 let (tier, link, switch, to) = topo.port_info(p);
                 Port::new(tier, link, switch, to, sc.switch.buffer_bytes)
             })
             .collect();
+        let faults = (0..topo.ports())
+            .map(|p| {
+                let rates = sc.faults.for_tier(ports[p as usize].tier);
+                let down: Vec<(u64, u64)> = sc
+                    .faults
+                    .flaps
+                    .iter()
+                    .filter(|f| f.port == p)
+                    .map(|f| (f.from.0, f.until.0))
+                    .collect();
+                (rates.any() || !down.is_empty()).then(|| PortFaults {
+                    rates,
+                    down,
+                    rng: stream(sc.seed, Stream::Fault, p as u64, 0),
+                })
+            })
+            .collect();
         let switches = (0..topo.switches()).map(|_| Switch::default()).collect();
         let hosts = (0..topo.hosts()).map(|_| Host::default()).collect();
+        // Only the next flow start is ever on the heap: the heap holds what is in
+        // flight, not the whole workload.
+        let mut start_order: Vec<FlowId> = (0..flows.len() as FlowId).collect();
+        start_order.sort_by_key(|&i| (flows[i as usize].def.start, i));
         let mut q = EventQueue::new();
-        for (i, f) in flows.iter().enumerate() {
-            q.schedule(f.def.start, Event::FlowStart { flow: i as FlowId });
+        if let Some(&first) = start_order.first() {
+            q.schedule(
+                flows[first as usize].def.start,
+                Event::FlowStart { flow: first },
+            );
         }
+        let rc = match &sc.transport {
+            Transport::Rc(c) => Some(c.clone()),
+            Transport::Raw => None,
+        };
         Sim {
             q,
+            start_order,
+            next_start: 0,
             pool: PacketPool::new(),
             ports,
             switches,
             hosts,
             flows,
+            rc_totals: RcTotals::default(),
+            rc,
+            qps: Vec::new(),
+            free_qps: Vec::new(),
+            faults,
+            fault_totals: FaultTotals::default(),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
             header: sc.encapsulation.header_bytes(),
@@ -152,19 +302,48 @@ impl Sim {
             .map(|d| SimTime(d.0))
             .unwrap_or(SimTime::MAX);
         let mut stopped = false;
+        // The last time anything happened: timer events that find nothing to do (a
+        // queue pair that finished, a deadline that moved) do not extend the run.
+        let mut last = SimTime::ZERO;
         while let Some(t) = self.q.peek_time() {
             if t > limit {
                 stopped = true;
                 break;
             }
             let (now, ev) = self.q.pop().expect("peeked");
-            match ev {
-                Event::FlowStart { flow } => self.on_flow_start(now, flow),
-                Event::TxDone { port } => self.on_tx_done(now, port),
-                Event::Arrive { port, pkt } => self.on_arrive(now, port, pkt),
+            let acted = match ev {
+                Event::FlowStart { flow } => {
+                    self.on_flow_start(now, flow);
+                    true
+                }
+                Event::TxDone { port } => {
+                    self.on_tx_done(now, port);
+                    true
+                }
+                Event::Arrive { port, pkt } => {
+                    self.on_arrive(now, port, pkt);
+                    true
+                }
+                Event::QpTimer { qp } => self.on_qp_timer(now, qp),
+                Event::RecvPost { qp } => self.on_recv_post(now, qp),
+            };
+            if acted {
+                last = now;
             }
         }
-        let end = if stopped { limit } else { self.q.now() };
+        let end = if stopped { limit } else { last };
+        let rc = self.rc.as_ref().map(|_| {
+            let mut t = self.rc_totals;
+            for f in &self.flows {
+                if f.qp != NO_QP {
+                    let qp = &self.qps[f.qp as usize];
+                    t.add(&qp.req.stats);
+                    t.duplicate_packets += qp.resp.stats.duplicates;
+                    t.acks_sent += qp.resp.stats.acks_sent;
+                }
+            }
+            t
+        });
         RunOutput {
             events: self.q.events_processed(),
             peak_packets_in_flight: self.pool.peak_live(),
@@ -173,58 +352,327 @@ impl Sim {
             switches: self.switches,
             end,
             stopped_by_duration: stopped,
+            rc,
+            faults: self.fault_totals,
             wall_seconds: wall.elapsed().as_secs_f64(),
         }
     }
 
-    fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
-        let src = self.flows[flow as usize].def.src;
-        self.hosts[src as usize].activate(flow);
-        if !self.ports[self.topo.host_up(src) as usize].busy {
-            self.host_send(now, src);
+    fn kick(&mut self, now: SimTime, host: u32) {
+        if !self.ports[self.topo.host_up(host) as usize].busy {
+            self.host_send(now, host);
         }
     }
 
-    /// The host's port is free: send the next packet of the next active flow, if any.
-    fn host_send(&mut self, now: SimTime, host: u32) {
-        let mtu = self.mtu;
-        let flows = &mut self.flows;
-        let Some(flow) = self.hosts[host as usize].next_flow(|f| {
-            let st = &flows[f as usize];
-            st.def.size - st.segmented > mtu
-        }) else {
-            return;
+    fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
+        self.next_start += 1;
+        if let Some(&next) = self.start_order.get(self.next_start) {
+            self.q.schedule(
+                self.flows[next as usize].def.start,
+                Event::FlowStart { flow: next },
+            );
+        }
+        let src = self.flows[flow as usize].def.src;
+        let job = match &self.rc {
+            None => flow,
+            Some(rc) => {
+                let (params, depth, delay, op) = (
+                    rc.params,
+                    rc.recv_queue_depth,
+                    rc.recv_post_delay,
+                    rc.operation,
+                );
+                let f = &self.flows[flow as usize];
+                // The receiver posts its receive WQEs `recv_post_delay` after the flow
+                // starts; until then SENDs meet an empty receive queue. The requester
+                // learns the initial credit count at connection setup.
+                let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
+                let resp = Responder::new(params, posted_now);
+                let mut req = Requester::new(params, posted_now);
+                req.post(flow as u64, op, f.def.size);
+                let qp = Qp {
+                    flow,
+                    req,
+                    resp,
+                    timer_at: None,
+                    req_listed: true,
+                    read_next_psn: 0,
+                    read_left: 0,
+                    read_listed: false,
+                    dead: false,
+                };
+                let slot = match self.free_qps.pop() {
+                    Some(s) => {
+                        self.qps[s as usize] = qp;
+                        s
+                    }
+                    None => {
+                        self.qps.push(qp);
+                        (self.qps.len() - 1) as u32
+                    }
+                };
+                self.flows[flow as usize].qp = slot;
+                if delay > SimDuration::ZERO {
+                    self.q.schedule(now + delay, Event::RecvPost { qp: slot });
+                }
+                job_requester(slot)
+            }
         };
-        let st = &mut flows[flow as usize];
+        self.hosts[src as usize].activate(job);
+        self.kick(now, src);
+    }
+
+    /// Returns whether the queue pair was still live.
+    fn on_recv_post(&mut self, _now: SimTime, slot: u32) -> bool {
+        let depth = self.rc.as_ref().map_or(0, |r| r.recv_queue_depth);
+        match self.qps.get_mut(slot as usize) {
+            Some(qp) if !qp.dead => {
+                qp.resp.post_recv(depth);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The host's port is free: send an ACK if one waits, else the next job's packet.
+    fn host_send(&mut self, now: SimTime, host: u32) {
+        if let Some(pkt) = self.hosts[host as usize].ctrl.pop_front() {
+            self.start_tx(self.topo.host_up(host), pkt, now);
+            return;
+        }
+        // Try each listed job at most once.
+        let mut tries = self.hosts[host as usize].jobs();
+        while tries > 0 {
+            tries -= 1;
+            let Some(job) = self.hosts[host as usize].pop_job() else {
+                return;
+            };
+            let made = if self.rc.is_none() {
+                self.raw_packet(now, job)
+            } else if self.qps[(job >> 1) as usize].dead {
+                let qp = &mut self.qps[(job >> 1) as usize];
+                if job & 1 == 0 {
+                    qp.req_listed = false;
+                } else {
+                    qp.read_listed = false;
+                }
+                if !qp.req_listed && !qp.read_listed {
+                    self.free_qps.push(job >> 1);
+                }
+                None
+            } else if job & 1 == 0 {
+                self.requester_packet(now, job >> 1)
+            } else {
+                self.read_response_packet(now, job >> 1)
+            };
+            if let Some((pkt, more)) = made {
+                if more {
+                    self.hosts[host as usize].activate(job);
+                }
+                self.start_tx(self.topo.host_up(host), pkt, now);
+                return;
+            }
+        }
+    }
+
+    fn new_packet(&mut self, flow: FlowId, src: u32, dst: u32, kind: PktKind) -> Packet {
+        let f = &self.flows[flow as usize];
+        let reverse = matches!(kind, PktKind::Ack | PktKind::ReadResponse);
+        Packet {
+            kind,
+            flow,
+            src,
+            dst,
+            // The reverse direction hashes like a different 5-tuple.
+            flow_hash: if reverse {
+                f.flow_hash ^ 0x5bd1_e995
+            } else {
+                f.flow_hash
+            },
+            ..Packet::default()
+        }
+    }
+
+    /// The next packet of a raw flow; `more` if it has packets left.
+    fn raw_packet(&mut self, now: SimTime, flow: FlowId) -> Option<(PktId, bool)> {
+        let mtu = self.mtu;
+        let st = &mut self.flows[flow as usize];
         let payload = (st.def.size - st.segmented).min(mtu);
         st.segmented += payload;
         st.packets_sent += 1;
-        let pkt = self.pool.alloc(Packet {
-            flow,
-            src: st.def.src,
-            dst: st.def.dst,
-            flow_hash: st.flow_hash,
-            seq: st.packets_sent - 1,
-            payload: payload as u32,
-            wire: (payload + self.overhead) as u32,
-            ready_at: now,
-            tail_at: now,
-        });
-        self.start_tx(now, self.topo.host_up(host), pkt, now);
+        let more = st.segmented < st.def.size;
+        let (src, dst, seq) = (st.def.src, st.def.dst, st.packets_sent - 1);
+        let mut p = self.new_packet(flow, src, dst, PktKind::Data);
+        p.seq = seq;
+        p.payload = payload as u32;
+        p.wire = (payload + self.overhead) as u32;
+        p.ready_at = now;
+        Some((self.pool.alloc(p), more))
+    }
+
+    /// The requester's next packet, or `None` (and the job leaves the list) if blocked.
+    fn requester_packet(&mut self, now: SimTime, slot: u32) -> Option<(PktId, bool)> {
+        let qp = &mut self.qps[slot as usize];
+        let Some(tx) = qp.req.poll_transmit(now) else {
+            qp.req_listed = false;
+            self.sync_timer(slot);
+            return None;
+        };
+        let flow = qp.flow;
+        self.sync_timer(slot);
+        let f = &mut self.flows[flow as usize];
+        f.packets_sent += 1;
+        f.segmented += tx.payload as u64;
+        if tx.retransmission {
+            f.retransmissions += 1;
+        }
+        let (src, dst) = (f.def.src, f.def.dst);
+        let kind = if tx.op == Op::Read {
+            PktKind::ReadRequest
+        } else {
+            PktKind::Data
+        };
+        let mut p = self.new_packet(flow, src, dst, kind);
+        let ext = match tx.op {
+            Op::Write if tx.first => RETH_BYTES,
+            Op::Read => RETH_BYTES,
+            _ => 0,
+        };
+        p.psn = tx.psn;
+        p.seq = tx.psn;
+        p.aux = tx.read_packets;
+        p.payload = tx.payload;
+        p.wire = (tx.payload as u64 + self.overhead + ext) as u32;
+        p.flags = (tx.first as u8 * FLAG_FIRST)
+            | (tx.last as u8 * FLAG_LAST)
+            | (tx.retransmission as u8 * FLAG_RETX);
+        p.op = match tx.op {
+            Op::Write => 0,
+            Op::Send => 1,
+            Op::Read => 2,
+        };
+        p.ready_at = now;
+        Some((self.pool.alloc(p), true))
+    }
+
+    /// The next READ response the responder streams back to the requester.
+    fn read_response_packet(&mut self, now: SimTime, slot: u32) -> Option<(PktId, bool)> {
+        let mtu = self.mtu;
+        let qp = &mut self.qps[slot as usize];
+        if qp.read_left == 0 {
+            qp.read_listed = false;
+            return None;
+        }
+        let flow = qp.flow;
+        let psn = qp.read_next_psn;
+        let initial = qp.req.params().initial_psn;
+        qp.read_next_psn = crate::transport::rc::psn_add(psn, 1);
+        qp.read_left -= 1;
+        let more = qp.read_left > 0;
+        if !more {
+            qp.read_listed = false;
+        }
+        let f = &mut self.flows[flow as usize];
+        let index = crate::transport::rc::psn_diff(psn, initial).max(0) as u64;
+        let packets = f.def.size.div_ceil(mtu).max(1);
+        let payload = (f.def.size - (index * mtu).min(f.def.size)).min(mtu);
+        f.segmented += payload;
+        f.packets_sent += 1;
+        let (src, dst) = (f.def.dst, f.def.src);
+        let mut p = self.new_packet(flow, src, dst, PktKind::ReadResponse);
+        let first = index == 0;
+        let last = index + 1 == packets;
+        let aeth = if first || last { AETH_BYTES } else { 0 };
+        p.psn = psn;
+        p.seq = psn;
+        p.payload = payload as u32;
+        p.wire = (payload + self.overhead + aeth) as u32;
+        p.flags = (first as u8 * FLAG_FIRST) | (last as u8 * FLAG_LAST);
+        p.ready_at = now;
+        Some((self.pool.alloc(p), more))
+    }
+
+    /// Keeps one timer event pending at or before the requester's next deadline.
+    fn sync_timer(&mut self, slot: u32) {
+        let qp = &mut self.qps[slot as usize];
+        if let Some(t) = qp.req.next_timeout() {
+            if qp.timer_at.map_or(true, |s| t < s) {
+                qp.timer_at = Some(t);
+                self.q.schedule(t, Event::QpTimer { qp: slot });
+            }
+        }
+    }
+
+    /// Returns whether a timer was actually due.
+    fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
+        let qp = &mut self.qps[slot as usize];
+        if qp.timer_at != Some(now) {
+            return false; // superseded by an earlier re-arm
+        }
+        qp.timer_at = None;
+        if qp.dead {
+            return false; // the queue pair finished
+        }
+        let due = qp.req.next_timeout().is_some_and(|t| t <= now);
+        qp.req.handle_timeout(now);
+        self.after_requester_input(now, slot);
+        due
+    }
+
+    /// After the requester took an input: collect completions, list it if it can send,
+    /// keep its timer, and wake its host.
+    fn after_requester_input(&mut self, now: SimTime, slot: u32) {
+        let qp = &mut self.qps[slot as usize];
+        let flow = qp.flow;
+        while let Some(c) = qp.req.pop_completion() {
+            let f = &mut self.flows[flow as usize];
+            match c.status {
+                WcStatus::Success => {
+                    // WRITE and SEND finished when their last byte landed; a READ when
+                    // its last response did, which is now.
+                    f.finish.get_or_insert(now);
+                    f.outcome = Outcome::Completed;
+                }
+                status => {
+                    if f.outcome == Outcome::Pending {
+                        f.outcome = Outcome::Failed(status);
+                        f.failed_at = Some(now);
+                        self.rc_totals.qp_errors += 1;
+                    }
+                }
+            }
+        }
+        let src = self.flows[flow as usize].def.src;
+        if qp.req.outstanding_wrs() == 0 && qp.read_left == 0 {
+            // Done: keep its counters and retire the queue pair.
+            self.rc_totals.add(&qp.req.stats);
+            self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
+            self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
+            self.flows[flow as usize].qp = NO_QP;
+            qp.dead = true;
+            if !qp.req_listed && !qp.read_listed {
+                self.free_qps.push(slot);
+            }
+            return;
+        }
+        if qp.req.has_work() && !qp.req_listed {
+            qp.req_listed = true;
+            self.hosts[src as usize].activate(job_requester(slot));
+        }
+        self.sync_timer(slot);
+        self.kick(now, src);
     }
 
     /// Starts serializing `pkt` on `port` at `start` (>= now) and schedules its end and its
     /// arrival at the far end.
     #[inline]
-    fn start_tx(&mut self, _now: SimTime, port: PortId, pkt: PktId, start: SimTime) {
+    fn start_tx(&mut self, port: PortId, pkt: PktId, start: SimTime) {
         let p = &mut self.ports[port as usize];
         let wire = self.pool.get(pkt).wire as u64;
         let ser = serialization_delay(wire, p.link.rate);
         let end = start + ser;
         p.busy = true;
         p.in_service = wire;
-        p.tx_bytes += wire;
-        p.tx_packets += 1;
         self.q.schedule(end, Event::TxDone { port });
         let tail = end + p.link.latency;
         let arrive = match p.to {
@@ -240,6 +688,10 @@ impl Sim {
     fn on_tx_done(&mut self, now: SimTime, port: PortId) {
         let p = &mut self.ports[port as usize];
         p.busy = false;
+        // Counted when the last bit leaves, so a run cut by `duration` counts only what
+        // was sent.
+        p.tx_bytes += p.in_service;
+        p.tx_packets += 1;
         match p.switch {
             None => {
                 p.in_service = 0;
@@ -253,27 +705,147 @@ impl Sim {
                 self.switches[sw as usize].used -= done;
                 if let Some(next) = p.queue.pop_front() {
                     let ready = self.pool.get(next).ready_at;
-                    self.start_tx(now, port, next, now.max(ready));
+                    self.start_tx(port, next, now.max(ready));
                 }
             }
         }
     }
 
+    /// Whether a fault destroys the packet arriving over `port` (the receiver's CRC check
+    /// fails, or the link was down).
+    fn fault_loss(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
+        let Some(f) = &mut self.faults[port as usize] else {
+            return false;
+        };
+        if f.down.iter().any(|&(a, b)| now.0 >= a && now.0 < b) {
+            self.fault_totals.flap_drops += 1;
+            return true;
+        }
+        if f.rates.ber > 0.0 {
+            // P(corrupt) = 1 - (1 - BER)^bits, computed without cancellation.
+            let bits = (wire * 8) as f64;
+            let p = -(bits * (-f.rates.ber).ln_1p()).exp_m1();
+            if f.rng.gen::<f64>() < p {
+                self.fault_totals.corrupted += 1;
+                return true;
+            }
+        }
+        if f.rates.drop_probability > 0.0 && f.rng.gen::<f64>() < f.rates.drop_probability {
+            self.fault_totals.random_drops += 1;
+            return true;
+        }
+        false
+    }
+
     fn on_arrive(&mut self, now: SimTime, port: PortId, pkt: PktId) {
+        let wire = self.pool.get(pkt).wire as u64;
+        if self.fault_loss(now, port, wire) {
+            let p = *self.pool.get(pkt);
+            self.pool.free(pkt);
+            self.ports[port as usize].fault_losses += 1;
+            self.flows[p.flow as usize].packets_dropped += 1;
+            return;
+        }
         match self.ports[port as usize].to {
-            Node::Host(_) => self.deliver(now, pkt),
+            Node::Host(h) => self.deliver(now, h, pkt),
             Node::Switch(sw) => self.forward(now, sw, pkt),
         }
     }
 
-    fn deliver(&mut self, now: SimTime, pkt: PktId) {
+    fn deliver(&mut self, now: SimTime, host: u32, pkt: PktId) {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);
-        let f = &mut self.flows[p.flow as usize];
-        f.delivered += p.payload as u64;
-        if f.delivered == f.def.size {
-            f.finish = Some(now);
+        if self.rc.is_none() {
+            let f = &mut self.flows[p.flow as usize];
+            f.delivered += p.payload as u64;
+            if f.delivered == f.def.size {
+                f.finish = Some(now);
+                f.outcome = Outcome::Completed;
+            }
+            return;
         }
+        let slot = self.flows[p.flow as usize].qp;
+        if slot == NO_QP {
+            // A straggler for a finished queue pair (a retransmission that crossed the
+            // final ACK): nothing to do.
+            self.rc_totals.duplicate_packets += (p.kind != PktKind::Ack) as u64;
+            return;
+        }
+        match p.kind {
+            PktKind::Data | PktKind::ReadRequest => self.at_responder(now, host, slot, &p),
+            PktKind::Ack => {
+                let info = AckInfo {
+                    kind: match p.ack_kind {
+                        0 => AckKind::Ack,
+                        1 => AckKind::NakSeq,
+                        _ => AckKind::NakRnr,
+                    },
+                    psn: p.psn,
+                    credits: p.aux,
+                    rnr_code: p.rnr_code,
+                };
+                self.qps[slot as usize].req.handle_ack(now, info);
+                self.after_requester_input(now, slot);
+            }
+            PktKind::ReadResponse => {
+                let got = self.qps[slot as usize]
+                    .req
+                    .handle_read_response(now, p.psn, p.payload);
+                let f = &mut self.flows[p.flow as usize];
+                f.delivered += got as u64;
+                self.after_requester_input(now, slot);
+            }
+        }
+    }
+
+    fn at_responder(&mut self, now: SimTime, host: u32, slot: u32, p: &Packet) {
+        let req = TxRequest {
+            psn: p.psn,
+            op: match p.op {
+                0 => Op::Write,
+                1 => Op::Send,
+                _ => Op::Read,
+            },
+            payload: p.payload,
+            first: p.flags & FLAG_FIRST != 0,
+            last: p.flags & FLAG_LAST != 0,
+            read_packets: p.aux,
+            retransmission: p.flags & FLAG_RETX != 0,
+            wr_id: p.flow as u64,
+        };
+        let qp = &mut self.qps[slot as usize];
+        let a = qp.resp.handle_request(&req);
+        if let Some((psn, n)) = a.read {
+            // (Re)start streaming responses from `psn`.
+            qp.read_next_psn = psn;
+            qp.read_left = n;
+            if !qp.read_listed {
+                qp.read_listed = true;
+                self.hosts[host as usize].activate(job_read_responder(slot));
+            }
+        }
+        let f = &mut self.flows[p.flow as usize];
+        f.delivered += a.deliver as u64;
+        if a.message_done {
+            f.finish.get_or_insert(now);
+        }
+        if let Some(ack) = a.reply {
+            let mut r = self.new_packet(p.flow, p.dst, p.src, PktKind::Ack);
+            r.psn = ack.psn;
+            r.seq = ack.psn;
+            r.aux = ack.credits;
+            r.ack_kind = match ack.kind {
+                AckKind::Ack => 0,
+                AckKind::NakSeq => 1,
+                AckKind::NakRnr => 2,
+            };
+            r.rnr_code = ack.rnr_code;
+            r.wire = (self.overhead + AETH_BYTES) as u32;
+            r.ready_at = now;
+            let id = self.pool.alloc(r);
+            self.hosts[host as usize].ctrl.push_back(id);
+        }
+        self.kick(now, host);
     }
 
     fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId) {
@@ -303,7 +875,7 @@ impl Sim {
                 routing,
                 topo.links_per_spine,
                 sw,
-                p.dst / topo.uplinks_per_leaf().max(1),
+                p.dst,
                 p.flow_hash,
                 p.seq,
                 |k| ports[topo.spine_down(spine, leaf, k) as usize].queued_bytes,
@@ -335,7 +907,7 @@ impl Sim {
             port.queue.push_back(pkt);
         } else {
             debug_assert!(port.queue.is_empty());
-            self.start_tx(now, out, pkt, ready);
+            self.start_tx(out, pkt, ready);
         }
     }
 

@@ -209,6 +209,28 @@ impl Topology {
         }
     }
 
+    /// The port carrying traffic the other way over the same cable.
+    pub fn reverse_port(&self, port: u32) -> u32 {
+        let h = self.hosts();
+        let lu = self.leaves * self.uplinks_per_leaf();
+        if port < h {
+            self.leaf_down(port)
+        } else if port < 2 * h {
+            self.host_up(port - h)
+        } else if port < 2 * h + lu {
+            let i = port - 2 * h;
+            let leaf = i / self.uplinks_per_leaf();
+            let u = i % self.uplinks_per_leaf();
+            self.spine_down(u / self.links_per_spine, leaf, u % self.links_per_spine)
+        } else {
+            let i = port - 2 * h - lu;
+            let k = self.links_per_spine;
+            let spine = i / (self.leaves * k);
+            let leaf = (i / k) % self.leaves;
+            self.leaf_up(leaf, spine * k + i % k)
+        }
+    }
+
     /// Number of switches a packet from `src` to `dst` crosses: 1 under one leaf, 3 across
     /// the spines.
     pub fn switch_hops(&self, src: u32, dst: u32) -> u32 {
@@ -341,6 +363,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn reverse_port_is_an_involution_across_the_same_cable() {
+        let t = topo();
+        for p in 0..t.ports() {
+            let r = t.reverse_port(p);
+            assert_ne!(p, r);
+            assert_eq!(t.reverse_port(r), p);
+        }
+        assert_eq!(
+            t.port_name(t.reverse_port(t.leaf_up(2, 3))),
+            "spine1->leaf2#1"
+        );
     }
 
     #[test]

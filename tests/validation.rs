@@ -37,30 +37,38 @@ workload:
 fn one_packet_across_two_hops_store_and_forward_to_the_picosecond() {
     let sc = scenario(&TWO_HOP.replace("FORWARDING", "store_and_forward"));
     let out = run(&sc);
-    // 1000 B + 26 B IB overhead = 1026 B = 8208 bits.
-    // Serialization: 82_080 ps at 100 Gb/s (host links), 20_520 ps at 400 Gb/s (fabric).
+    // An RC WRITE-only packet: 1000 B + 26 B IB overhead + 16 B RETH = 1042 B = 8336 bits.
+    // Serialization: 83_360 ps at 100 Gb/s (host links), 20_840 ps at 400 Gb/s (fabric).
     // host->leaf, leaf->spine, spine->leaf, leaf->host; three switches of 300 ns.
-    let expected = 2 * 82_080 + 2 * 20_520 // serialization, four hops
+    let expected = 2 * 83_360 + 2 * 20_840 // serialization, four hops
         + 2 * 200_000 + 2 * 500_000        // propagation
         + 3 * 300_000; // port-to-port latency
     assert_eq!(fct_ps(&out, 0), expected);
     assert_eq!(out.flows[0].ideal.0, expected, "the analytic ideal agrees");
+    // Without a transport the packet has no RETH: 1026 B, 82_080 / 20_520 ps per hop.
+    let raw = scenario(&format!(
+        "{}transport: {{ mode: raw }}\n",
+        TWO_HOP.replace("FORWARDING", "store_and_forward")
+    ));
+    let expected_raw = 2 * 82_080 + 2 * 20_520 + 2 * 200_000 + 2 * 500_000 + 3 * 300_000;
+    assert_eq!(fct_ps(&run(&raw), 0), expected_raw);
 }
 
 #[test]
 fn one_packet_across_two_hops_cut_through_to_the_picosecond() {
     let sc = scenario(&TWO_HOP.replace("FORWARDING", "cut_through"));
     let out = run(&sc);
-    // Cut-through forwards once the 20 B header (LRH + BTH) is in, 300 ns later, but never
-    // so early that the faster egress would overtake the ingress tail:
-    //  leaf:  header in at 1_600 + 200_000 = 201_600, tail at 282_080;
-    //         start = max(201_600 + 300_000, 282_080 + 300_000 - 20_520) = 561_560
-    //  spine: header in at 561_560 + 400 + 500_000 = 1_061_960 -> start 1_361_960
-    //         (tail bound 1_082_080 + 300_000 - 20_520 = 1_361_560 is earlier)
-    //  leaf:  header in at 1_361_960 + 400 + 500_000 = 1_862_360 -> start 2_162_360
-    //  host:  tail in at 2_162_360 + 82_080 + 200_000 = 2_444_440
-    assert_eq!(fct_ps(&out, 0), 2_444_440);
-    assert_eq!(out.flows[0].ideal.0, 2_444_440);
+    // The 1042 B packet (see above). Cut-through forwards once the 20 B header (LRH + BTH)
+    // is in, 300 ns later, but never so early that the faster egress would overtake the
+    // ingress tail:
+    //  leaf:  header in at 1_600 + 200_000 = 201_600, tail at 283_360;
+    //         start = max(201_600 + 300_000, 283_360 + 300_000 - 20_840) = 562_520
+    //  spine: header in at 562_520 + 400 + 500_000 = 1_062_920 -> start 1_362_920
+    //         (tail bound 1_083_360 + 300_000 - 20_840 = 1_362_520 is earlier)
+    //  leaf:  header in at 1_362_920 + 400 + 500_000 = 1_863_320 -> start 2_163_320
+    //  host:  tail in at 2_163_320 + 83_360 + 200_000 = 2_446_680
+    assert_eq!(fct_ps(&out, 0), 2_446_680);
+    assert_eq!(out.flows[0].ideal.0, 2_446_680);
 }
 
 #[test]
@@ -95,9 +103,10 @@ workload:
 
 /// Poisson single-packet messages from one host: its NIC port is an M/D/1 queue.
 fn md1_wait(rho: f64, seed: u64) -> (f64, f64) {
-    // Payload 1000 B + 26 B = 1026 B: s = 82.08 ns at 100 Gb/s. `load` is the offered
-    // payload fraction, so rho = load x wire / payload.
-    let load = rho * 1000.0 / 1026.0;
+    // Each message is one RC WRITE-only packet: 1000 B + 26 B + 16 B RETH = 1042 B, so
+    // s = 83.36 ns at 100 Gb/s. `load` is the offered payload fraction, so
+    // rho = load x wire / payload. (The ACKs travel the other way, on other links.)
+    let load = rho * 1000.0 / 1042.0;
     let sc = scenario(&format!(
         "
 seed: {seed}
@@ -120,7 +129,7 @@ workload:
         .map(|f| (f.finish.expect("completed").0 - f.def.start.0 - f.ideal.0) as f64)
         .collect();
     let measured = waits.iter().sum::<f64>() / waits.len() as f64;
-    let s = serialization_delay(1026, BitsPerSec(100_000_000_000));
+    let s = serialization_delay(1042, BitsPerSec(100_000_000_000));
     (measured, md1_mean_wait(rho, s))
 }
 
@@ -180,10 +189,13 @@ workload:
     assert!(leaf_to_host.queue_max_bytes > 1_000_000);
 }
 
+/// Routing alone, under the raw transport: RC would treat spraying's reordering as loss
+/// (see `rc_treats_reordering_as_loss`).
 fn permutation_efficiency(routing: &str) -> f64 {
     let sc = scenario(&format!(
         "
 seed: 5
+transport: {{ mode: raw }}
 topology:
   leaves: 4
   spines: 4
@@ -252,11 +264,12 @@ workload:
 }
 
 #[test]
-fn bytes_are_conserved() {
+fn bytes_are_conserved_without_a_transport() {
     // Every payload byte sent is delivered or counted as dropped (with a tiny buffer that
     // forces drops).
     let sc = scenario(
         "
+transport: { mode: raw }
 topology:
   leaves: 2
   spines: 1
@@ -278,4 +291,37 @@ workload:
     let dropped_payload = dropped_wire - dropped_pkts * 26;
     assert_eq!(sent, delivered + dropped_payload);
     assert!(out.peak_packets_in_flight > 0);
+}
+
+#[test]
+fn static_routing_spreads_destinations_over_parallel_spine_links() {
+    // 2 leaves x 8 hosts, 2 spines x 4 parallel links (1:1). d-mod-k sends host d over
+    // uplink d mod 8 at the leaf and parallel link d mod 4 at the spine, so 8 flows to
+    // hosts 8..15 use all 8 down links and never meet: slowdown exactly 1.
+    let sc = scenario(
+        "
+transport: { mode: raw }
+topology:
+  leaves: 2
+  spines: 2
+  hosts_per_leaf: 8
+  links_per_spine: 4
+  host_link: { rate: 100Gbps, latency: 100ns }
+routing: static
+workload:
+  - flows:
+      - { src: 0, dst: 8, size: 1MB }
+      - { src: 1, dst: 9, size: 1MB }
+      - { src: 2, dst: 10, size: 1MB }
+      - { src: 3, dst: 11, size: 1MB }
+      - { src: 4, dst: 12, size: 1MB }
+      - { src: 5, dst: 13, size: 1MB }
+      - { src: 6, dst: 14, size: 1MB }
+      - { src: 7, dst: 15, size: 1MB }
+",
+    );
+    let out = run(&sc);
+    for (i, f) in out.flows.iter().enumerate() {
+        assert_eq!(fct_ps(&out, i), f.ideal.0, "flow {i} met another");
+    }
 }

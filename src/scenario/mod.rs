@@ -11,10 +11,15 @@ pub mod locate;
 pub mod schema;
 
 use crate::packet::Encapsulation;
+use crate::topology::Tier;
 use crate::topology::{LinkParams, Topology};
+use crate::transport::rc::{Op, RcParams, PSN_MASK};
 use crate::units::SimDuration;
 use crate::workload::{SizeDist, Workload};
-use schema::{Forwarding, Routing, ScenarioFile, WorkloadSpec};
+use schema::{
+    FaultsSpec, Forwarding, LinkFaultSpec, OperationSpec, RcSpec, Routing, ScenarioFile,
+    TransportMode, WorkloadSpec,
+};
 use std::fmt;
 use std::path::Path;
 
@@ -64,6 +69,60 @@ pub struct SwitchConfig {
     pub forwarding: Forwarding,
 }
 
+/// RC transport configuration, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RcConfig {
+    pub params: RcParams,
+    pub operation: Op,
+    pub recv_queue_depth: u32,
+    pub recv_post_delay: SimDuration,
+}
+
+/// The transport every flow uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transport {
+    Rc(RcConfig),
+    Raw,
+}
+
+/// Loss rates on one link.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LinkFaults {
+    pub ber: f64,
+    pub drop_probability: f64,
+}
+
+impl LinkFaults {
+    pub fn any(&self) -> bool {
+        self.ber > 0.0 || self.drop_probability > 0.0
+    }
+}
+
+/// A link direction that is down over [from, until).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Flap {
+    pub port: u32,
+    pub from: SimDuration,
+    pub until: SimDuration,
+}
+
+/// Faults, resolved per tier and per port.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Indexed like `Tier::ALL`.
+    pub tiers: [LinkFaults; 4],
+    pub flaps: Vec<Flap>,
+}
+
+impl Faults {
+    pub fn for_tier(&self, t: Tier) -> LinkFaults {
+        self.tiers[Tier::ALL.iter().position(|x| *x == t).unwrap_or(0)]
+    }
+    pub fn any(&self) -> bool {
+        !self.flaps.is_empty() || self.tiers.iter().any(|t| t.any())
+    }
+}
+
 /// A validated scenario with every default filled in.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -77,6 +136,10 @@ pub struct Scenario {
     pub mtu: u64,
     pub encapsulation: Encapsulation,
     pub workload: Vec<Workload>,
+    pub transport: Transport,
+    pub faults: Faults,
+    /// Named RC parameter sets to compare (empty: run once).
+    pub compare: Vec<(String, RcConfig)>,
 }
 
 impl Scenario {
@@ -277,6 +340,163 @@ fn check_size(path: impl Into<String>, size: u64, mtu: u64) -> VResult<()> {
 
 fn err<T>(path: impl Into<String>, msg: impl Into<String>) -> VResult<T> {
     Err((path.into(), msg.into()))
+}
+
+fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
+    path: String,
+    v: Option<T>,
+    default: T,
+    lo: T,
+    hi: T,
+) -> VResult<T> {
+    let v = v.unwrap_or(default);
+    if v < lo || v > hi {
+        return err(path, format!("expected {lo} to {hi}, found {v}"));
+    }
+    Ok(v)
+}
+
+/// Resolves `transport.rc` (with `over` taking precedence field by field) into an
+/// [`RcConfig`]. `prefix` names the YAML path for errors.
+pub fn resolve_rc(
+    base: &RcSpec,
+    over: Option<&RcSpec>,
+    mtu: u64,
+    prefix: &str,
+) -> VResult<RcConfig> {
+    macro_rules! pick {
+        ($f:ident) => {
+            over.and_then(|o| o.$f.clone()).or(base.$f.clone())
+        };
+    }
+    let p = |f: &str| format!("{prefix}.{f}");
+    let timeout = check_range(p("timeout"), pick!(timeout), 20, 0, 31)?;
+    let retry_cnt = check_range(p("retry_cnt"), pick!(retry_cnt), 7, 0, 7)?;
+    let rnr_retry = check_range(p("rnr_retry"), pick!(rnr_retry), 7, 0, 7)?;
+    let min_rnr_timer = check_range(p("min_rnr_timer"), pick!(min_rnr_timer), 12, 0, 31)?;
+    let max_rd_atomic = check_range(p("max_rd_atomic"), pick!(max_rd_atomic), 1, 1, 64)?;
+    let max_dest = check_range(p("max_dest_rd_atomic"), pick!(max_dest_rd_atomic), 1, 1, 64)?;
+    let window = pick!(window_packets);
+    if window == Some(0) {
+        return err(
+            p("window_packets"),
+            "expected at least 1 packet (omit it for no window)",
+        );
+    }
+    let ack_every = check_range(p("ack_every"), pick!(ack_every), 1, 1, 1 << 20)?;
+    let recv_queue_depth = check_range(
+        p("recv_queue_depth"),
+        pick!(recv_queue_depth),
+        1,
+        0,
+        1 << 20,
+    )?;
+    let recv_post_delay = pick!(recv_post_delay).map(|d| d.0).unwrap_or_default();
+    check_time(p("recv_post_delay"), recv_post_delay)?;
+    let initial_psn = check_range(p("initial_psn"), pick!(initial_psn), 0, 0, PSN_MASK)?;
+    let operation = match pick!(operation).unwrap_or_default() {
+        OperationSpec::Write => Op::Write,
+        OperationSpec::Send => Op::Send,
+        OperationSpec::Read => Op::Read,
+    };
+    if mtu > u32::MAX as u64 {
+        return err("packet.mtu", "too large for RC");
+    }
+    Ok(RcConfig {
+        params: RcParams {
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            min_rnr_timer,
+            // The responder accepts at most max_dest_rd_atomic; the requester keeps to
+            // the smaller of the two, as ibv_modify_qp pairs them.
+            max_rd_atomic: max_rd_atomic.min(max_dest),
+            path_mtu: mtu as u32,
+            window_packets: window,
+            ack_every,
+            e2e_credits: pick!(e2e_credits).unwrap_or(true),
+            initial_psn,
+        },
+        operation,
+        recv_queue_depth,
+        recv_post_delay,
+    })
+}
+
+fn resolve_link_faults(path: &str, f: &LinkFaultSpec, base: LinkFaults) -> VResult<LinkFaults> {
+    let mut out = base;
+    if let Some(b) = f.ber {
+        if !(0.0..1.0).contains(&b) {
+            return err(
+                format!("{path}.ber"),
+                format!("expected a bit error rate in [0, 1), found {b}"),
+            );
+        }
+        out.ber = b;
+    }
+    if let Some(d) = f.drop_probability {
+        if !(0.0..1.0).contains(&d) {
+            return err(
+                format!("{path}.drop_probability"),
+                format!("expected a probability in [0, 1), found {d}"),
+            );
+        }
+        out.drop_probability = d;
+    }
+    Ok(out)
+}
+
+fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
+    let all = resolve_link_faults(
+        "faults",
+        &LinkFaultSpec {
+            ber: f.ber,
+            drop_probability: f.drop_probability,
+        },
+        LinkFaults::default(),
+    )?;
+    let mut tiers = [all; 4];
+    let per = [
+        ("host_to_leaf", &f.tiers.host_to_leaf),
+        ("leaf_to_spine", &f.tiers.leaf_to_spine),
+        ("spine_to_leaf", &f.tiers.spine_to_leaf),
+        ("leaf_to_host", &f.tiers.leaf_to_host),
+    ];
+    for (i, (name, spec)) in per.iter().enumerate() {
+        if let Some(spec) = spec {
+            tiers[i] = resolve_link_faults(&format!("faults.tiers.{name}"), spec, all)?;
+        }
+    }
+    let mut flaps = Vec::new();
+    for (i, fl) in f.flaps.iter().enumerate() {
+        let path = format!("faults.flaps[{i}]");
+        let port = (0..topo.ports())
+            .find(|&p| topo.port_name(p) == fl.link)
+            .ok_or_else(|| {
+                (
+                    format!("{path}.link"),
+                    format!(
+                        "no link named `{}` (names as in ports.csv, e.g. `{}` or `{}`)",
+                        fl.link,
+                        topo.port_name(0),
+                        topo.port_name(topo.ports() - 1)
+                    ),
+                )
+            })?;
+        check_time(format!("{path}.at"), fl.at.0)?;
+        check_time(format!("{path}.for"), fl.down_for.0)?;
+        let from = fl.at.0;
+        let until = fl.at.0 + fl.down_for.0;
+        flaps.push(Flap { port, from, until });
+        if fl.both_directions {
+            flaps.push(Flap {
+                port: topo.reverse_port(port),
+                from,
+                until,
+            });
+        }
+    }
+    Ok(Faults { tiers, flaps })
 }
 
 /// Checks cross-field rules and fills defaults. Errors are (field path, message).
@@ -613,7 +833,33 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         workload.push(item);
     }
 
+    let transport = match f.transport.mode {
+        TransportMode::Raw => Transport::Raw,
+        TransportMode::Rc => Transport::Rc(resolve_rc(&f.transport.rc, None, mtu, "transport.rc")?),
+    };
+    let mut compare = Vec::new();
+    for (i, c) in f.compare.iter().enumerate() {
+        if f.transport.mode == TransportMode::Raw {
+            return err(
+                "compare",
+                "`compare:` compares RC parameter sets; it needs `transport.mode: rc`",
+            );
+        }
+        if c.name.trim().is_empty() || compare.iter().any(|(n, _)| n == &c.name) {
+            return err(
+                format!("compare[{i}].name"),
+                "expected a unique, non-empty name",
+            );
+        }
+        let rc = resolve_rc(&f.transport.rc, Some(&c.rc), mtu, &format!("compare[{i}]"))?;
+        compare.push((c.name.clone(), rc));
+    }
+    let faults = resolve_faults(&f.faults, &topology)?;
+
     Ok(Scenario {
+        transport,
+        faults,
+        compare,
         name: f.name.unwrap_or_else(|| stem.to_string()),
         seed: f.seed,
         duration,

@@ -78,6 +78,143 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub packet: PacketSpec,
     pub workload: Vec<WorkloadSpec>,
+    /// How flows cross the fabric; default: RC with NCCL's attributes.
+    #[serde(default)]
+    pub transport: TransportSpec,
+    /// Bit errors, random drops and link flaps; default none.
+    #[serde(default)]
+    pub faults: FaultsSpec,
+    /// Named RC parameter sets to run the same traffic under, side by side.
+    #[serde(default)]
+    pub compare: Vec<CompareSpec>,
+}
+
+/// `transport:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransportSpec {
+    /// `rc` (default) or `raw`.
+    #[serde(default)]
+    pub mode: TransportMode,
+    /// RC queue-pair attributes (verbs names).
+    #[serde(default)]
+    pub rc: RcSpec,
+}
+
+/// Which transport carries flows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportMode {
+    /// InfiniBand Reliable Connected queue pairs.
+    #[default]
+    Rc,
+    /// No transport: packets at line rate, no ACKs, a lost packet is lost for good.
+    Raw,
+}
+
+/// The RDMA operation every flow performs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationSpec {
+    #[default]
+    Write,
+    Send,
+    Read,
+}
+
+/// `transport.rc:` every field optional; defaults are NCCL's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RcSpec {
+    /// `write` (default), `send` or `read`.
+    pub operation: Option<OperationSpec>,
+    /// Local ACK timeout exponent 0-31: 4.096 us x 2^timeout, 0 = never; default 20.
+    pub timeout: Option<u8>,
+    /// 0-7; default 7.
+    pub retry_cnt: Option<u8>,
+    /// 0-7, 7 = forever; default 7.
+    pub rnr_retry: Option<u8>,
+    /// 5-bit RNR timer code 0-31; default 12 (0.64 ms).
+    pub min_rnr_timer: Option<u8>,
+    /// Outstanding READs as requester, 1-64; default 1.
+    pub max_rd_atomic: Option<u32>,
+    /// Outstanding READs the responder accepts, 1-64; default 1.
+    pub max_dest_rd_atomic: Option<u32>,
+    /// Most unacknowledged packets in flight; default unlimited.
+    pub window_packets: Option<u32>,
+    /// Acknowledge every N packets (and every message end); default 1.
+    pub ack_every: Option<u32>,
+    /// Receive WQEs posted per queue pair; default 1 (each flow is one message).
+    pub recv_queue_depth: Option<u32>,
+    /// How long after a flow starts its receiver posts its receive WQEs; default `0ns`.
+    pub recv_post_delay: Option<Duration>,
+    /// Honour AETH end-to-end credits for SEND; default true.
+    pub e2e_credits: Option<bool>,
+    /// First PSN of every queue pair, 0 to 2^24-1; default 0.
+    pub initial_psn: Option<u32>,
+}
+
+/// One named parameter set under `compare:`: a name and `transport.rc` overrides.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareSpec {
+    pub name: String,
+    #[serde(flatten)]
+    pub rc: RcSpec,
+}
+
+/// Fault rates for a set of links.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkFaultSpec {
+    /// Bit error rate: a packet of b bits is corrupted with probability 1 - (1 - ber)^b.
+    pub ber: Option<f64>,
+    /// Probability that a packet is lost on the link, independent of its size.
+    pub drop_probability: Option<f64>,
+}
+
+/// `faults:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsSpec {
+    /// Applies to every link.
+    #[serde(default)]
+    pub ber: Option<f64>,
+    #[serde(default)]
+    pub drop_probability: Option<f64>,
+    /// Per-tier rates, replacing the fabric-wide ones on that tier.
+    #[serde(default)]
+    pub tiers: TierFaults,
+    /// Scheduled link flaps.
+    #[serde(default)]
+    pub flaps: Vec<FlapSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierFaults {
+    pub host_to_leaf: Option<LinkFaultSpec>,
+    pub leaf_to_spine: Option<LinkFaultSpec>,
+    pub spine_to_leaf: Option<LinkFaultSpec>,
+    pub leaf_to_host: Option<LinkFaultSpec>,
+}
+
+/// A link goes down at `at` for `for`: every packet arriving over it meanwhile is lost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlapSpec {
+    /// Port name as in ports.csv, e.g. `leaf0->spine1#0` or `host3->leaf0`.
+    pub link: String,
+    pub at: Duration,
+    #[serde(rename = "for")]
+    pub down_for: Duration,
+    /// Take the reverse direction down too; default true.
+    #[serde(default = "yes")]
+    pub both_directions: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_seed() -> u64 {

@@ -256,6 +256,11 @@ impl Requester {
         }
     }
 
+    /// (una, nxt, high, next_seq, outstanding WRs) for debugging.
+    pub fn debug_state(&self) -> (u64, u64, u64, u64, usize) {
+        (self.una, self.nxt, self.high, self.next_seq, self.sq.len())
+    }
+
     pub fn state(&self) -> QpState {
         self.state
     }
@@ -388,7 +393,11 @@ impl Requester {
         if w.op == Op::Send && req.first && !req.retransmission && self.p.e2e_credits {
             self.credits = self.credits.saturating_sub(1);
         }
-        self.nxt = if w.op == Op::Read { w.end_seq() } else { self.nxt + 1 };
+        self.nxt = if w.op == Op::Read {
+            w.end_seq()
+        } else {
+            self.nxt + 1
+        };
         self.high = self.high.max(self.nxt);
         // IBTA 9.7.6.1.3: the timer runs from the last transmission awaiting an ACK.
         self.ack_deadline = local_ack_timeout(self.p.timeout).map(|t| now + t);
@@ -782,9 +791,16 @@ mod tests {
             vec![1000, 1000, 500]
         );
         assert!(pkts[0].first && !pkts[0].last && pkts[2].last);
-        assert_eq!(pkts.iter().map(|p| p.psn).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(
+            pkts.iter().map(|p| p.psn).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
         r.handle_ack(SimTime(10), ack(1));
-        assert_eq!(r.pop_completion(), None, "not done until the last PSN is acked");
+        assert_eq!(
+            r.pop_completion(),
+            None,
+            "not done until the last PSN is acked"
+        );
         r.handle_ack(SimTime(20), ack(2));
         assert_eq!(
             r.pop_completion(),
@@ -793,7 +809,11 @@ mod tests {
                 status: WcStatus::Success
             })
         );
-        assert_eq!(r.next_timeout(), None, "nothing outstanding: timer disarmed");
+        assert_eq!(
+            r.next_timeout(),
+            None,
+            "nothing outstanding: timer disarmed"
+        );
     }
 
     #[test]
@@ -826,7 +846,10 @@ mod tests {
             },
         );
         let again = drain(&mut r, SimTime(5));
-        assert_eq!(again.iter().map(|p| p.psn).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(
+            again.iter().map(|p| p.psn).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
         assert!(again.iter().all(|p| p.retransmission));
         assert_eq!(r.stats.retransmissions, 3);
         assert_eq!(r.stats.seq_naks, 1);
@@ -862,10 +885,7 @@ mod tests {
         assert_eq!(r.stats.retransmissions, 3 * 2);
         assert_eq!(sent, 2 + 3 * 2);
         assert_eq!(r.stats.timeouts, 4);
-        assert_eq!(
-            r.pop_completion().unwrap().status,
-            WcStatus::RetryExceeded
-        );
+        assert_eq!(r.pop_completion().unwrap().status, WcStatus::RetryExceeded);
         assert_eq!(r.pop_completion().unwrap().status, WcStatus::Flushed);
         assert_eq!(r.next_timeout(), None);
     }
@@ -949,7 +969,10 @@ mod tests {
         r.handle_ack(SimTime(100), rnr);
         // Waits the min_rnr_timer value (code 1 = 10 us) before resending.
         assert_eq!(r.poll_transmit(SimTime(100)), None);
-        assert_eq!(r.next_timeout(), Some(SimTime(100) + SimDuration::from_us(10)));
+        assert_eq!(
+            r.next_timeout(),
+            Some(SimTime(100) + SimDuration::from_us(10))
+        );
         let t = SimTime(100) + SimDuration::from_us(10);
         r.handle_timeout(t);
         let again = r.poll_transmit(t).unwrap();
@@ -1006,7 +1029,11 @@ mod tests {
                 rnr_code: 0,
             },
         );
-        assert_eq!(drain(&mut r, SimTime(1)).len(), 1, "the ACK's AETH returned a credit");
+        assert_eq!(
+            drain(&mut r, SimTime(1)).len(),
+            1,
+            "the ACK's AETH returned a credit"
+        );
         // WRITE does not need credits.
         r.post(3, Op::Write, 100);
         assert_eq!(drain(&mut r, SimTime(1)).len(), 1);
@@ -1044,7 +1071,11 @@ mod tests {
         r.post(9, Op::Read, 3000);
         let req = r.poll_transmit(T0).unwrap();
         assert_eq!((req.op, req.read_packets, req.psn), (Op::Read, 3, 0));
-        assert_eq!(r.poll_transmit(T0), None, "max_rd_atomic 1, one READ at a time");
+        assert_eq!(
+            r.poll_transmit(T0),
+            None,
+            "max_rd_atomic 1, one READ at a time"
+        );
         let a = resp.handle_request(&req);
         assert_eq!(a.read, Some((0, 3)));
         assert_eq!(resp.expected_psn(), 3);
