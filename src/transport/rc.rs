@@ -478,7 +478,7 @@ impl Requester {
         }
         let seq = self.seq_of(ack.psn);
         // A (N)AK for PSNs not yet sent is invalid; one before `una` is stale.
-        if seq < self.una as i64 - 1 || seq >= self.high as i64 + 1 {
+        if seq < self.una as i64 - 1 || seq >= self.high as i64 {
             return;
         }
         let seq = seq.max(0) as u64;
