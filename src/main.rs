@@ -111,6 +111,9 @@ fn main() -> ExitCode {
 }
 
 fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+    if !sc.compare.is_empty() {
+        return run_compare(sc, dir, quiet);
+    }
     let out = doorbell::sim::run(sc);
     let summary = summarize(sc, &out);
     let perf = PerfReport::new(&out);
@@ -121,6 +124,55 @@ fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
         println!(
             "results  {}/{{summary.json, flows.csv, ports.csv, perf.json}}",
             dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `compare:`: the same scenario once per RC parameter set, side by side.
+fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+    use doorbell::compare;
+    let sets = compare::run_sets(sc);
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for s in &sets {
+        let sub = dir.join(&s.name);
+        write_files(
+            &sub,
+            &s.scenario,
+            &s.out,
+            &s.summary,
+            &PerfReport::new(&s.out),
+        )
+        .with_context(|| format!("writing results to {}", sub.display()))?;
+    }
+    std::fs::write(dir.join("compare.csv"), compare::compare_csv(&sets))
+        .with_context(|| format!("writing {}", dir.join("compare.csv").display()))?;
+    let windows = compare::window_rows(&sets);
+    // The window table needs explicit flows to report and a window to compare with.
+    let varied_window = !windows.is_empty()
+        && sets.iter().any(|s| {
+            matches!(&s.scenario.transport, scenario::Transport::Rc(rc) if rc.params.window_packets.is_some())
+        });
+    if varied_window {
+        std::fs::write(dir.join("window.csv"), compare::window_csv(&windows))
+            .with_context(|| format!("writing {}", dir.join("window.csv").display()))?;
+    }
+    if !quiet {
+        println!(
+            "doorbell: {} (seed {}), {} RC parameter sets",
+            sc.name,
+            sc.seed,
+            sets.len()
+        );
+        print!("{}", describe_fabric(sc));
+        print!("{}", compare::render_table(&sets));
+        if varied_window {
+            print!("{}", compare::render_window_table(&windows));
+        }
+        println!(
+            "results  {}/{{compare.csv{}}} and one folder per set",
+            dir.display(),
+            if varied_window { ", window.csv" } else { "" }
         );
     }
     Ok(())

@@ -201,8 +201,8 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         sc.encapsulation.payload_efficiency(sc.mtu) * 100.0,
         sc.routing.name()
     );
-    // BDP per path: base RTT (a full packet out, a header-only reply back) x host rate.
-    let ack = sc.encapsulation.overhead_bytes();
+    // BDP per path: base RTT (a full packet out, an ACK back) x the bottleneck rate.
+    let ack = sc.encapsulation.overhead_bytes() + crate::packet::AETH_BYTES;
     let mut paths = Vec::new();
     if t.hosts_per_leaf > 1 {
         paths.push(("1 hop (same leaf)", 0u32, 1u32));
@@ -218,11 +218,11 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         let one_way = crate::analytic::ideal_fct(sc, a, b, sc.mtu);
         let _ = writeln!(
             s,
-            "path     {label}: one MTU packet {:.3} us one-way, base RTT {:.3} us, BDP {:.0} B = {:.1} MTU packets",
+            "path     {label}: one MTU packet {:.3} us one-way, base RTT {:.3} us, BDP {:.0} B = {:.1} full packets",
             one_way.as_us_f64(),
             rtt.as_us_f64(),
             bdp,
-            bdp / sc.mtu as f64,
+            bdp / sc.mtu_wire_bytes() as f64,
         );
     }
     s

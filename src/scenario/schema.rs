@@ -71,21 +71,21 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub duration: Option<Duration>,
     pub topology: TopologySpec,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub switch: SwitchSpec,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub routing: Routing,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub packet: PacketSpec,
     pub workload: Vec<WorkloadSpec>,
     /// How flows cross the fabric; default: RC with NCCL's attributes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub transport: TransportSpec,
     /// Bit errors, random drops and link flaps; default none.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub faults: FaultsSpec,
     /// Named RC parameter sets to run the same traffic under, side by side.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub compare: Vec<CompareSpec>,
 }
 
@@ -94,10 +94,10 @@ pub struct ScenarioFile {
 #[serde(deny_unknown_fields)]
 pub struct TransportSpec {
     /// `rc` (default) or `raw`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub mode: TransportMode,
     /// RC queue-pair attributes (verbs names).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub rc: RcSpec,
 }
 
@@ -183,10 +183,10 @@ pub struct FaultsSpec {
     #[serde(default)]
     pub drop_probability: Option<f64>,
     /// Per-tier rates, replacing the fabric-wide ones on that tier.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub tiers: TierFaults,
     /// Scheduled link flaps.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub flaps: Vec<FlapSpec>,
 }
 
@@ -215,6 +215,16 @@ pub struct FlapSpec {
 
 fn yes() -> bool {
     true
+}
+
+/// A section written with no content (`transport:`) is the section's defaults, whether
+/// the YAML reader sees it as empty or as null (as it does after `--set`).
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 fn default_seed() -> u64 {

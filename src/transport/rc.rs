@@ -368,8 +368,15 @@ impl Requester {
                 }
             }
             op => {
-                if op == Op::Send && offset == 0 && self.p.e2e_credits && self.credits == 0 {
-                    // IBTA 9.7.7.2: no credit, no new SEND message.
+                if op == Op::Send
+                    && offset == 0
+                    && self.p.e2e_credits
+                    && self.credits == 0
+                    && self.nxt > self.una
+                {
+                    // IBTA 9.7.7.2: no credit, no new SEND message, except that a
+                    // requester with nothing outstanding may send one to learn the
+                    // credit count (it comes back in the ACK's or RNR NAK's AETH).
                     return None;
                 }
                 let payload = (w.len - offset * mtu).min(mtu) as u32;

@@ -1,0 +1,288 @@
+//! Comparing RC parameter sets: the same traffic and faults under each named set.
+//!
+//! Each set in a scenario's `compare:` list overrides `transport.rc` field by field; the
+//! scenario (topology, workload, faults, seed) is otherwise the same, so the workload
+//! expands to the same flows and any difference between rows comes from the parameters
+//! (fault draws follow each packet's arrival, so their sequence diverges once the sets
+//! send different packets). Results: one row per set in `compare.csv`, a side-by-side
+//! table on stdout, and each set's full results in `<out>/<set>/`.
+//!
+//! When sets differ in `window_packets`, a second table (`window.csv`) shows every
+//! explicit flow's measured goodput beside the analytic window bound
+//! min(line rate x payload share, W x MTU / RTT) and marks the bandwidth-delay product.
+
+use crate::analytic::base_rtt;
+use crate::metrics::{r4, summarize, Summary};
+use crate::packet::AETH_BYTES;
+use crate::scenario::{RcConfig, Scenario, Transport};
+use crate::sim::{run, Outcome, RunOutput};
+use crate::units::SimTime;
+use std::fmt::Write as _;
+
+/// One parameter set's run.
+pub struct SetResult {
+    pub name: String,
+    pub scenario: Scenario,
+    pub out: RunOutput,
+    pub summary: Summary,
+}
+
+/// Runs the scenario once per `compare` set.
+pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
+    sc.compare
+        .iter()
+        .map(|(name, rc)| {
+            let mut s = sc.clone();
+            s.transport = Transport::Rc(rc.clone());
+            s.compare.clear();
+            let out = run(&s);
+            let summary = summarize(&s, &out);
+            SetResult {
+                name: name.clone(),
+                scenario: s,
+                out,
+                summary,
+            }
+        })
+        .collect()
+}
+
+/// Time from a link going down to the queue pair that used it failing: for each failed
+/// flow, its failure time minus the later of its start and the last flap that began
+/// before it failed; the largest over flows (us). `None` when no flow failed.
+pub fn detect_dead_link_us(sc: &Scenario, out: &RunOutput) -> Option<f64> {
+    out.flows
+        .iter()
+        .filter(|f| matches!(f.outcome, Outcome::Failed(_)))
+        .filter_map(|f| {
+            let failed = f.failed_at?;
+            let down = sc
+                .faults
+                .flaps
+                .iter()
+                .map(|fl| SimTime(fl.from.0))
+                .filter(|&t| t <= failed)
+                .max()
+                .unwrap_or(f.def.start)
+                .max(f.def.start);
+            Some(failed.since(down).as_us_f64())
+        })
+        .reduce(f64::max)
+        .map(r4)
+}
+
+fn rc_of(sc: &Scenario) -> &RcConfig {
+    match &sc.transport {
+        Transport::Rc(rc) => rc,
+        Transport::Raw => unreachable!("compare sets are RC by validation"),
+    }
+}
+
+const HEADER: &str = "set,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
+
+/// `compare.csv`.
+pub fn compare_csv(sets: &[SetResult]) -> String {
+    let mut o = String::from(HEADER);
+    o.push('\n');
+    for s in sets {
+        let rc = rc_of(&s.scenario);
+        let p = &rc.params;
+        let sm = &s.summary;
+        let pct = |f: fn(&crate::metrics::Percentiles) -> f64| {
+            sm.fct_us
+                .as_ref()
+                .map_or(String::new(), |x| f(x).to_string())
+        };
+        let rcs = sm.rc.as_ref();
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            s.name,
+            p.timeout,
+            p.retry_cnt,
+            p.rnr_retry,
+            p.window_packets.map_or(String::new(), |w| w.to_string()),
+            p.ack_every,
+            p.max_rd_atomic,
+            sm.flows.count,
+            sm.flows.completed,
+            sm.flows.failed,
+            sm.goodput_gbps.aggregate,
+            pct(|x| x.p50),
+            pct(|x| x.p99),
+            pct(|x| x.p999),
+            rcs.map_or(0.0, |r| r.retransmission_rate),
+            rcs.map_or(0, |r| r.timeouts),
+            rcs.map_or(0, |r| r.seq_naks),
+            rcs.map_or(0, |r| r.qp_errors),
+            detect_dead_link_us(&s.scenario, &s.out).map_or(String::new(), |d| d.to_string()),
+        );
+    }
+    o
+}
+
+/// The side-by-side table printed after a compare run.
+pub fn render_table(sets: &[SetResult]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<16} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>6} {:>11}",
+        "set",
+        "timeout",
+        "retry",
+        "window",
+        "goodput",
+        "FCT p50",
+        "FCT p99",
+        "FCT p99.9",
+        "retx %",
+        "timeouts",
+        "failed",
+        "detect"
+    );
+    for s in sets {
+        let p = &rc_of(&s.scenario).params;
+        let sm = &s.summary;
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+        let _ = writeln!(
+            o,
+            "{:<16} {:>7} {:>5} {:>6} {:>5.1} Gb/s {:>7} us {:>7} us {:>7} us {:>9.4} {:>8} {:>6} {:>11}",
+            s.name,
+            p.timeout,
+            p.retry_cnt,
+            p.window_packets.map_or("-".to_string(), |w| w.to_string()),
+            sm.goodput_gbps.aggregate,
+            f(sm.fct_us.as_ref().map(|x| x.p50)),
+            f(sm.fct_us.as_ref().map(|x| x.p99)),
+            f(sm.fct_us.as_ref().map(|x| x.p999)),
+            sm.rc.as_ref().map_or(0.0, |r| r.retransmission_rate * 100.0),
+            sm.rc.as_ref().map_or(0, |r| r.timeouts),
+            sm.flows.failed,
+            detect_dead_link_us(&s.scenario, &s.out)
+                .map_or("-".to_string(), |d| format!("{d:.1} us")),
+        );
+    }
+    o
+}
+
+/// One row of the window table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowRow {
+    pub set: String,
+    pub window: Option<u32>,
+    pub flow: usize,
+    pub hops: u32,
+    pub measured_gbps: f64,
+    pub analytic_gbps: f64,
+    pub rtt_us: f64,
+    pub bdp_packets: f64,
+}
+
+/// Measured goodput of every explicit flow beside min(line x payload share,
+/// W x MTU / RTT), with RTT = `analytic::base_rtt` for a full WRITE packet out and an ACK
+/// back on the flow's path.
+pub fn window_rows(sets: &[SetResult]) -> Vec<WindowRow> {
+    let mut rows = Vec::new();
+    for s in sets {
+        let sc = &s.scenario;
+        let rc = rc_of(sc);
+        let wire = sc.mtu_wire_bytes();
+        let ack = sc.encapsulation.overhead_bytes() + AETH_BYTES;
+        for (i, f) in s.out.flows.iter().enumerate() {
+            let is_explicit = matches!(
+                sc.workload.get(f.def.workload as usize),
+                Some(crate::workload::Workload::Flows(_))
+            );
+            let Some(fin) = f.finish.filter(|_| is_explicit) else {
+                continue;
+            };
+            let links = sc.topology.path_links(f.def.src, f.def.dst);
+            let rtt = base_rtt(&links, sc.switch.latency, wire, ack);
+            let rate = links.iter().map(|l| l.rate.0).min().unwrap_or(0) as f64;
+            let line = rate * sc.encapsulation.payload_efficiency(sc.mtu);
+            let window_bound = rc.params.window_packets.map_or(f64::INFINITY, |w| {
+                w as f64 * sc.mtu as f64 * 8.0 / rtt.as_secs_f64()
+            });
+            let fct = fin.since(f.def.start).as_secs_f64();
+            rows.push(WindowRow {
+                set: s.name.clone(),
+                window: rc.params.window_packets,
+                flow: i,
+                hops: sc.topology.switch_hops(f.def.src, f.def.dst),
+                measured_gbps: r4(f.def.size as f64 * 8.0 / fct / 1e9),
+                analytic_gbps: r4(line.min(window_bound) / 1e9),
+                rtt_us: r4(rtt.as_us_f64()),
+                bdp_packets: r4(rate * rtt.as_secs_f64() / 8.0 / wire as f64),
+            });
+        }
+    }
+    rows
+}
+
+/// `window.csv`.
+pub fn window_csv(rows: &[WindowRow]) -> String {
+    let mut o = String::from(
+        "set,window_packets,flow,switch_hops,measured_gbps,analytic_gbps,rtt_us,bdp_packets\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{},{}",
+            r.set,
+            r.window.map_or(String::new(), |w| w.to_string()),
+            r.flow,
+            r.hops,
+            r.measured_gbps,
+            r.analytic_gbps,
+            r.rtt_us,
+            r.bdp_packets
+        );
+    }
+    o
+}
+
+/// The window table for stdout, one block per path, marking where W first covers the BDP.
+pub fn render_window_table(rows: &[WindowRow]) -> String {
+    let mut o = String::new();
+    let mut hops: Vec<(u32, usize)> = rows.iter().map(|r| (r.hops, r.flow)).collect();
+    hops.sort_unstable();
+    hops.dedup();
+    for (h, flow) in hops {
+        let mine: Vec<&WindowRow> = rows
+            .iter()
+            .filter(|r| r.hops == h && r.flow == flow)
+            .collect();
+        let Some(first) = mine.first() else { continue };
+        let _ = writeln!(
+            o,
+            "flow {flow}, {} switch hop(s): base RTT {:.3} us, BDP {:.1} packets",
+            h, first.rtt_us, first.bdp_packets
+        );
+        let _ = writeln!(
+            o,
+            "  {:>8} {:>14} {:>26} {:>7}",
+            "window", "measured Gb/s", "min(line, W x MTU / RTT)", "ratio"
+        );
+        let mut marked = false;
+        for r in mine {
+            let w = r.window.map_or("none".to_string(), |w| w.to_string());
+            let mark = match r.window {
+                Some(w) if !marked && w as f64 >= r.bdp_packets => {
+                    marked = true;
+                    "  <- covers the BDP"
+                }
+                _ => "",
+            };
+            let _ = writeln!(
+                o,
+                "  {:>8} {:>14.2} {:>26.2} {:>7.3}{}",
+                w,
+                r.measured_gbps,
+                r.analytic_gbps,
+                r.measured_gbps / r.analytic_gbps,
+                mark
+            );
+        }
+    }
+    o
+}
