@@ -36,7 +36,8 @@ impl Percentiles {
         if h.is_empty() {
             return None;
         }
-        let q = |p: f64| r4(h.value_at_quantile(p) as f64 / scale);
+        // The histogram rounds up to its bucket; never report above the exact maximum.
+        let q = |p: f64| r4((h.value_at_quantile(p) as f64).min(max) / scale);
         Some(Percentiles {
             mean: r4(sum / h.len() as f64 / scale),
             p50: q(0.50),

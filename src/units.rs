@@ -134,7 +134,11 @@ pub struct Bytes(pub u64);
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1 << 20 && b % (1 << 20) == 0 {
+        if b >= 1 << 30 && b % (1 << 30) == 0 {
+            write!(f, "{}GiB", b >> 30)
+        } else if b >= 1_000_000_000 && b % 1_000_000_000 == 0 {
+            write!(f, "{}GB", b / 1_000_000_000)
+        } else if b >= 1 << 20 && b % (1 << 20) == 0 {
             write!(f, "{}MiB", b >> 20)
         } else if b >= 1_000_000 && b % 1_000_000 == 0 {
             write!(f, "{}MB", b / 1_000_000)
@@ -165,6 +169,8 @@ impl fmt::Display for BitsPerSec {
             write!(f, "{}Gbps", r / 1_000_000_000)
         } else if r % 1_000_000 == 0 {
             write!(f, "{}Mbps", r / 1_000_000)
+        } else if r % 1_000 == 0 {
+            write!(f, "{}Kbps", r / 1_000)
         } else {
             write!(f, "{}bps", r)
         }

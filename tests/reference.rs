@@ -11,13 +11,27 @@ use doorbell::report::write_files;
 use doorbell::scenario::{load, Overrides};
 use std::path::PathBuf;
 
-const REFERENCE: [&str; 5] = [
+const REFERENCE: [&str; 9] = [
     "quickstart",
     "one-vs-two-hops",
     "incast",
     "ecmp-collisions",
     "websearch-load",
+    "credit-rtt",
+    "rc-timeout-cost",
+    "rc-dead-link",
+    "rc-tuning",
 ];
+
+fn check(root: &std::path::Path, rel: &str, fresh: &[u8], name: &str) {
+    let committed = std::fs::read(root.join("results").join(rel))
+        .unwrap_or_else(|e| panic!("results/{rel}: {e}"));
+    assert!(
+        fresh == committed.as_slice(),
+        "results/{rel} is stale: regenerate with \
+         `cargo run --release -- run scenarios/{name}.yaml` and review the diff"
+    );
+}
 
 #[test]
 fn committed_results_match_a_fresh_run() {
@@ -28,19 +42,41 @@ fn committed_results_match_a_fresh_run() {
             &Overrides::default(),
         )
         .unwrap();
-        let out = doorbell::sim::run(&sc);
-        let summary = summarize(&sc, &out);
         let dir = std::env::temp_dir().join(format!("doorbell-ref-{}-{name}", std::process::id()));
-        write_files(&dir, &sc, &out, &summary, &PerfReport::new(&out)).unwrap();
-        for file in ["summary.json", "flows.csv", "ports.csv"] {
-            let fresh = std::fs::read(dir.join(file)).unwrap();
-            let committed = std::fs::read(root.join("results").join(name).join(file))
-                .unwrap_or_else(|e| panic!("results/{name}/{file}: {e}"));
-            assert!(
-                fresh == committed,
-                "results/{name}/{file} is stale: regenerate with \
-                 `cargo run --release -- run scenarios/{name}.yaml` and review the diff"
+        // A compare scenario writes compare.csv (and window.csv) and a folder per set.
+        let mut runs = Vec::new();
+        if sc.compare.is_empty() {
+            let out = doorbell::sim::run(&sc);
+            let summary = summarize(&sc, &out);
+            runs.push((String::new(), sc.clone(), out, summary));
+        } else {
+            let sets = doorbell::compare::run_sets(&sc);
+            check(
+                &root,
+                &format!("{name}/compare.csv"),
+                doorbell::compare::compare_csv(&sets).as_bytes(),
+                name,
             );
+            let rows = doorbell::compare::window_rows(&sets);
+            if root.join("results").join(name).join("window.csv").exists() {
+                check(
+                    &root,
+                    &format!("{name}/window.csv"),
+                    doorbell::compare::window_csv(&rows).as_bytes(),
+                    name,
+                );
+            }
+            for s in sets {
+                runs.push((format!("{}/", s.name), s.scenario, s.out, s.summary));
+            }
+        }
+        for (sub, sc, out, summary) in runs {
+            let d = dir.join(&sub);
+            write_files(&d, &sc, &out, &summary, &PerfReport::new(&out)).unwrap();
+            for file in ["summary.json", "flows.csv", "ports.csv"] {
+                let fresh = std::fs::read(d.join(file)).unwrap();
+                check(&root, &format!("{name}/{sub}{file}"), &fresh, name);
+            }
         }
         let _ = std::fs::remove_dir_all(dir);
     }

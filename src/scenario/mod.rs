@@ -833,6 +833,29 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         workload.push(item);
     }
 
+    // A flow that alone takes more than a simulated day to serialize on the slowest link
+    // would carry simulated time towards overflow: reject it.
+    let slowest = topology.host_link.rate.min(topology.fabric_link.rate);
+    for (i, w) in workload.iter().enumerate() {
+        let biggest = match w {
+            Workload::Flows(list) => list.iter().map(|x| x.size).max().unwrap_or(0),
+            Workload::Permutation { size, .. }
+            | Workload::Incast { size, .. }
+            | Workload::AllToAll { size, .. } => *size,
+            Workload::Poisson { dist, .. } => dist.max(),
+        };
+        let packets = biggest.div_ceil(mtu);
+        let wire = biggest + packets * (encapsulation.overhead_bytes() + 16);
+        if crate::units::serialization_delay(wire, slowest) > MAX_TIME {
+            return err(
+                format!("workload[{i}]"),
+                format!(
+                    "a {} flow takes more than a simulated day to send at {slowest}",
+                    crate::units::Bytes(biggest)
+                ),
+            );
+        }
+    }
     let transport = match f.transport.mode {
         TransportMode::Raw => Transport::Raw,
         TransportMode::Rc => Transport::Rc(resolve_rc(&f.transport.rc, None, mtu, "transport.rc")?),
