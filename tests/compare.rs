@@ -19,14 +19,15 @@ fn sets_see_the_same_traffic_and_differ_only_by_their_parameters() {
     let sc = shipped("rc-tuning");
     let sets = run_sets(&sc);
     assert_eq!(sets.len(), 3);
-    let defs =
-        |i: usize| -> Vec<_> { sets[i].out.flows.iter().map(|f| (f.def, f.ideal)).collect() };
-    for i in 1..sets.len() {
+    let defs = |s: &doorbell::compare::SetResult| -> Vec<_> {
+        s.out.flows.iter().map(|f| (f.def, f.ideal)).collect()
+    };
+    for s in &sets[1..] {
         assert_eq!(
-            defs(0),
-            defs(i),
+            defs(&sets[0]),
+            defs(s),
             "set {} saw different traffic",
-            sets[i].name
+            s.name
         );
     }
     // The set with no overrides is the scenario's own transport: the same run, to the byte.
