@@ -36,8 +36,8 @@ pub enum Event {
     Arrive { port: PortId, pkt: PktId },
     /// A queue pair's timer (local ACK timeout or RNR back-off) may be due.
     QpTimer { qp: u32 },
-    /// A receiver posts its receive WQEs on queue pair `qp`.
-    RecvPost { qp: u32 },
+    /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
+    RecvPost { qp: u32, gen: u32 },
 }
 
 #[derive(Debug)]

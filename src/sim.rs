@@ -31,7 +31,7 @@ use crate::packet::{
 };
 use crate::rng::{stream, stream_seed, Stream};
 use crate::scenario::schema::Forwarding;
-use crate::scenario::{LinkFaults, RcConfig, Scenario, Transport};
+use crate::scenario::{Connections, LinkFaults, RcConfig, Scenario, Transport};
 use crate::topology::{choose, Node, Topology};
 use crate::transport::rc::{
     AckInfo, AckKind, Op, Requester, RequesterStats, Responder, TxRequest, WcStatus,
@@ -40,7 +40,7 @@ use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::{expand, FlowDef};
 use rand::rngs::StdRng;
 use rand::Rng;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 /// How a flow ended.
@@ -73,8 +73,11 @@ pub struct FlowState {
     pub outcome: Outcome,
     /// FCT on an empty fabric.
     pub ideal: SimDuration,
-    /// Queue pair slot while the flow is live (RC only).
+    /// Queue pair slot (RC only), and the slot's generation when the flow joined it: a
+    /// slot is reused once its queue pair retires, and a late packet of an old flow must
+    /// not reach the new queue pair.
     qp: u32,
+    qp_gen: u32,
 }
 
 const NO_QP: u32 = u32::MAX;
@@ -82,7 +85,13 @@ const NO_QP: u32 = u32::MAX;
 /// An RC queue pair: both halves, and the glue's bookkeeping for them.
 #[derive(Debug)]
 struct Qp {
-    flow: FlowId,
+    /// Requester's host and responder's host.
+    src: u32,
+    dst: u32,
+    /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
+    backlog: VecDeque<FlowId>,
+    /// The flow whose READ responses are streaming.
+    read_flow: FlowId,
     req: Requester,
     resp: Responder,
     /// Time of the pending timer event, if any.
@@ -95,6 +104,8 @@ struct Qp {
     read_listed: bool,
     /// Finished; the slot is reused once no host lists it.
     dead: bool,
+    /// Bumped each time the slot is reused.
+    gen: u32,
 }
 
 /// RC counters summed over every queue pair.
@@ -183,6 +194,8 @@ pub struct Sim {
     rc: Option<RcConfig>,
     qps: Vec<Qp>,
     free_qps: Vec<u32>,
+    /// Open queue pair per (requester host, responder host) when connections are shared.
+    pairs: HashMap<(u32, u32), u32>,
     rc_totals: RcTotals,
     faults: Vec<Option<PortFaults>>,
     fault_totals: FaultTotals,
@@ -220,6 +233,7 @@ impl Sim {
                     outcome: Outcome::Pending,
                     ideal,
                     qp: NO_QP,
+                    qp_gen: 0,
                 }
             })
             .collect();
@@ -276,6 +290,7 @@ impl Sim {
             rc,
             qps: Vec::new(),
             free_qps: Vec::new(),
+            pairs: HashMap::new(),
             faults,
             fault_totals: FaultTotals::default(),
             mtu: sc.mtu,
@@ -325,7 +340,7 @@ impl Sim {
                     true
                 }
                 Event::QpTimer { qp } => self.on_qp_timer(now, qp),
-                Event::RecvPost { qp } => self.on_recv_post(now, qp),
+                Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
             };
             if acted {
                 last = now;
@@ -334,13 +349,10 @@ impl Sim {
         let end = if stopped { limit } else { last };
         let rc = self.rc.as_ref().map(|_| {
             let mut t = self.rc_totals;
-            for f in &self.flows {
-                if f.qp != NO_QP {
-                    let qp = &self.qps[f.qp as usize];
-                    t.add(&qp.req.stats);
-                    t.duplicate_packets += qp.resp.stats.duplicates;
-                    t.acks_sent += qp.resp.stats.acks_sent;
-                }
+            for qp in self.qps.iter().filter(|q| !q.dead) {
+                t.add(&qp.req.stats);
+                t.duplicate_packets += qp.resp.stats.duplicates;
+                t.acks_sent += qp.resp.stats.acks_sent;
             }
             t
         });
@@ -382,16 +394,42 @@ impl Sim {
                     rc.recv_post_delay,
                     rc.operation,
                 );
-                let f = &self.flows[flow as usize];
-                // The receiver posts its receive WQEs `recv_post_delay` after the flow
-                // starts; until then SENDs meet an empty receive queue. The requester
+                let max_send_wr = rc.max_send_wr;
+                let shared = rc.connections == Connections::PerHostPair;
+                let (src, dst) = {
+                    let f = &self.flows[flow as usize];
+                    (f.def.src, f.def.dst)
+                };
+                if let Some(&slot) = self.pairs.get(&(src, dst)).filter(|_| shared) {
+                    // An open connection: post to its send queue, or wait for room.
+                    let qp = &mut self.qps[slot as usize];
+                    self.flows[flow as usize].qp = slot;
+                    self.flows[flow as usize].qp_gen = qp.gen;
+                    if qp.req.outstanding_wrs() < max_send_wr as usize {
+                        qp.req
+                            .post(flow as u64, op, self.flows[flow as usize].def.size);
+                        if !qp.req_listed {
+                            qp.req_listed = true;
+                            self.hosts[src as usize].activate(job_requester(slot));
+                        }
+                        self.kick(now, src);
+                    } else {
+                        qp.backlog.push_back(flow);
+                    }
+                    return;
+                }
+                // The receiver posts its receive WQEs `recv_post_delay` after the queue
+                // pair opens; until then SENDs meet an empty receive queue. The requester
                 // learns the initial credit count at connection setup.
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
                 let resp = Responder::new(params, posted_now);
                 let mut req = Requester::new(params, posted_now);
-                req.post(flow as u64, op, f.def.size);
+                req.post(flow as u64, op, self.flows[flow as usize].def.size);
                 let qp = Qp {
-                    flow,
+                    src,
+                    dst,
+                    backlog: VecDeque::new(),
+                    read_flow: flow,
                     req,
                     resp,
                     timer_at: None,
@@ -400,10 +438,12 @@ impl Sim {
                     read_left: 0,
                     read_listed: false,
                     dead: false,
+                    gen: 0,
                 };
                 let slot = match self.free_qps.pop() {
                     Some(s) => {
-                        self.qps[s as usize] = qp;
+                        let gen = self.qps[s as usize].gen.wrapping_add(1);
+                        self.qps[s as usize] = Qp { gen, ..qp };
                         s
                     }
                     None => {
@@ -412,8 +452,14 @@ impl Sim {
                     }
                 };
                 self.flows[flow as usize].qp = slot;
+                self.flows[flow as usize].qp_gen = self.qps[slot as usize].gen;
+                if shared {
+                    self.pairs.insert((src, dst), slot);
+                }
                 if delay > SimDuration::ZERO {
-                    self.q.schedule(now + delay, Event::RecvPost { qp: slot });
+                    let gen = self.qps[slot as usize].gen;
+                    self.q
+                        .schedule(now + delay, Event::RecvPost { qp: slot, gen });
                 }
                 job_requester(slot)
             }
@@ -423,10 +469,10 @@ impl Sim {
     }
 
     /// Returns whether the queue pair was still live.
-    fn on_recv_post(&mut self, _now: SimTime, slot: u32) -> bool {
+    fn on_recv_post(&mut self, _now: SimTime, slot: u32, gen: u32) -> bool {
         let depth = self.rc.as_ref().map_or(0, |r| r.recv_queue_depth);
         match self.qps.get_mut(slot as usize) {
-            Some(qp) if !qp.dead => {
+            Some(qp) if !qp.dead && qp.gen == gen => {
                 qp.resp.post_recv(depth);
                 true
             }
@@ -518,7 +564,7 @@ impl Sim {
             self.sync_timer(slot);
             return None;
         };
-        let flow = qp.flow;
+        let flow = tx.wr_id as FlowId;
         self.sync_timer(slot);
         let f = &mut self.flows[flow as usize];
         f.packets_sent += 1;
@@ -563,9 +609,9 @@ impl Sim {
             qp.read_listed = false;
             return None;
         }
-        let flow = qp.flow;
+        let flow = qp.read_flow;
         let psn = qp.read_next_psn;
-        let initial = qp.req.params().initial_psn;
+        let left = qp.read_left;
         qp.read_next_psn = crate::transport::rc::psn_add(psn, 1);
         qp.read_left -= 1;
         let more = qp.read_left > 0;
@@ -573,8 +619,10 @@ impl Sim {
             qp.read_listed = false;
         }
         let f = &mut self.flows[flow as usize];
-        let index = crate::transport::rc::psn_diff(psn, initial).max(0) as u64;
+        // A READ request asks for every response to the end of its message, so the
+        // packet's index in the message is its count from the end.
         let packets = f.def.size.div_ceil(mtu).max(1);
+        let index = packets.saturating_sub(left as u64);
         let payload = (f.def.size - (index * mtu).min(f.def.size)).min(mtu);
         f.segmented += payload;
         f.packets_sent += 1;
@@ -622,10 +670,11 @@ impl Sim {
     /// After the requester took an input: collect completions, list it if it can send,
     /// keep its timer, and wake its host.
     fn after_requester_input(&mut self, now: SimTime, slot: u32) {
+        let max_send_wr = self.rc.as_ref().map_or(1, |r| r.max_send_wr) as usize;
+        let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
         let qp = &mut self.qps[slot as usize];
-        let flow = qp.flow;
         while let Some(c) = qp.req.pop_completion() {
-            let f = &mut self.flows[flow as usize];
+            let f = &mut self.flows[c.wr_id as usize];
             match c.status {
                 WcStatus::Success => {
                     // WRITE and SEND finished when their last byte landed; a READ when
@@ -634,21 +683,39 @@ impl Sim {
                     f.outcome = Outcome::Completed;
                 }
                 status => {
+                    if status != WcStatus::Flushed {
+                        self.rc_totals.qp_errors += 1;
+                    }
                     if f.outcome == Outcome::Pending {
                         f.outcome = Outcome::Failed(status);
                         f.failed_at = Some(now);
-                        self.rc_totals.qp_errors += 1;
                     }
                 }
             }
         }
-        let src = self.flows[flow as usize].def.src;
-        if qp.req.outstanding_wrs() == 0 && qp.read_left == 0 {
+        // Flows waiting for send-queue room get it (or are flushed with the queue pair).
+        while qp.req.outstanding_wrs() < max_send_wr {
+            let Some(next) = qp.backlog.pop_front() else {
+                break;
+            };
+            qp.req
+                .post(next as u64, op, self.flows[next as usize].def.size);
+            if let Some(c) = qp.req.pop_completion() {
+                // The queue pair is in the error state: the work request is flushed.
+                let f = &mut self.flows[c.wr_id as usize];
+                f.outcome = Outcome::Failed(c.status);
+                f.failed_at = Some(now);
+            }
+        }
+        let src = qp.src;
+        if qp.req.outstanding_wrs() == 0 && qp.read_left == 0 && qp.backlog.is_empty() {
             // Done: keep its counters and retire the queue pair.
             self.rc_totals.add(&qp.req.stats);
             self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
             self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
-            self.flows[flow as usize].qp = NO_QP;
+            if self.pairs.get(&(qp.src, qp.dst)) == Some(&slot) {
+                self.pairs.remove(&(qp.src, qp.dst));
+            }
             qp.dead = true;
             if !qp.req_listed && !qp.read_listed {
                 self.free_qps.push(slot);
@@ -764,8 +831,11 @@ impl Sim {
             }
             return;
         }
-        let slot = self.flows[p.flow as usize].qp;
-        if slot == NO_QP {
+        let (slot, gen) = {
+            let f = &self.flows[p.flow as usize];
+            (f.qp, f.qp_gen)
+        };
+        if slot == NO_QP || self.qps[slot as usize].dead || self.qps[slot as usize].gen != gen {
             // A straggler for a finished queue pair (a retransmission that crossed the
             // final ACK): nothing to do.
             self.rc_totals.duplicate_packets += (p.kind != PktKind::Ack) as u64;
@@ -817,12 +887,18 @@ impl Sim {
         let a = qp.resp.handle_request(&req);
         if let Some((psn, n)) = a.read {
             // (Re)start streaming responses from `psn`.
+            qp.read_flow = p.flow;
             qp.read_next_psn = psn;
             qp.read_left = n;
             if !qp.read_listed {
                 qp.read_listed = true;
                 self.hosts[host as usize].activate(job_read_responder(slot));
             }
+        }
+        if a.message_done && req.op == Op::Send {
+            // The application keeps its receive queue full: it posts a new receive WQE
+            // for each one a completed SEND consumed.
+            qp.resp.post_recv(1);
         }
         let f = &mut self.flows[p.flow as usize];
         f.delivered += a.deliver as u64;

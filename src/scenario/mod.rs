@@ -73,9 +73,21 @@ pub struct SwitchConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcConfig {
     pub params: RcParams,
+    pub connections: Connections,
+    /// Send queue depth: work requests a queue pair holds at once.
+    pub max_send_wr: u32,
     pub operation: Op,
     pub recv_queue_depth: u32,
     pub recv_post_delay: SimDuration,
+}
+
+/// Which flows share a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Connections {
+    /// Every flow has its own queue pair.
+    PerFlow,
+    /// Flows from one host to another share one queue pair, in order.
+    PerHostPair,
 }
 
 /// The transport every flow uses.
@@ -394,6 +406,11 @@ pub fn resolve_rc(
     let recv_post_delay = pick!(recv_post_delay).map(|d| d.0).unwrap_or_default();
     check_time(p("recv_post_delay"), recv_post_delay)?;
     let initial_psn = check_range(p("initial_psn"), pick!(initial_psn), 0, 0, PSN_MASK)?;
+    let max_send_wr = check_range(p("max_send_wr"), pick!(max_send_wr), 256, 1, 1 << 16)?;
+    let connections = match pick!(connections).unwrap_or_default() {
+        schema::ConnectionsSpec::PerFlow => Connections::PerFlow,
+        schema::ConnectionsSpec::PerHostPair => Connections::PerHostPair,
+    };
     let operation = match pick!(operation).unwrap_or_default() {
         OperationSpec::Write => Op::Write,
         OperationSpec::Send => Op::Send,
@@ -417,6 +434,8 @@ pub fn resolve_rc(
             e2e_credits: pick!(e2e_credits).unwrap_or(true),
             initial_psn,
         },
+        connections,
+        max_send_wr,
         operation,
         recv_queue_depth,
         recv_post_delay,

@@ -152,6 +152,22 @@ pub struct RcSpec {
     pub e2e_credits: Option<bool>,
     /// First PSN of every queue pair, 0 to 2^24-1; default 0.
     pub initial_psn: Option<u32>,
+    /// `per_flow` (default) or `per_host_pair`.
+    pub connections: Option<ConnectionsSpec>,
+    /// Send queue depth, 1-65536; default 256.
+    pub max_send_wr: Option<u32>,
+}
+
+/// Which flows share a queue pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionsSpec {
+    /// One queue pair per flow (default).
+    #[default]
+    PerFlow,
+    /// One queue pair per (source host, destination host); its flows are messages posted
+    /// in order, at most `max_send_wr` at a time.
+    PerHostPair,
 }
 
 /// One named parameter set under `compare:`: a name and `transport.rc` overrides.
