@@ -11,7 +11,9 @@
 //!
 //! The [`Event`] enum is the one closed set of things that can happen; the simulation
 //! dispatches it with a single `match` (see `sim.rs`). Every payload is a small integer id
-//! into an arena, so an event is 16 bytes and nothing is allocated per event.
+//! into an arena, so an event is 12 bytes and nothing is allocated per event. Ports keep
+//! at most two events pending (end of serialization, next arrival), so the heap grows
+//! with the fabric, not with the packets in flight.
 
 use crate::units::SimTime;
 use std::cmp::Ordering;
@@ -31,9 +33,10 @@ pub enum Event {
     FlowStart { flow: FlowId },
     /// A port finished serializing the packet it was sending.
     TxDone { port: PortId },
-    /// A packet reaches the far end of `port` (its tail, or its header for a cut-through
-    /// switch).
-    Arrive { port: PortId, pkt: PktId },
+    /// The first packet on `port`'s wire reaches the far end (its tail, or its header
+    /// for a cut-through switch). A port's packets arrive in the order they were sent, so
+    /// each port keeps at most one arrival event pending (htsim's pipe).
+    Arrive { port: PortId },
     /// A queue pair's timer (local ACK timeout or RNR back-off) may be due.
     QpTimer { qp: u32 },
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.

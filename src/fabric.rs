@@ -84,6 +84,9 @@ pub struct Port {
     pub switch: Option<u32>,
     pub to: Node,
     pub queue: VecDeque<PktId>,
+    /// Packets on the wire (serialized or being serialized), with their arrival times at
+    /// the far end, in order.
+    pub wire: VecDeque<(crate::units::SimTime, PktId)>,
     /// Bytes queued, including the packet being serialized.
     pub queued_bytes: u64,
     /// Wire bytes of the packet being serialized (0 when idle).
@@ -116,6 +119,7 @@ impl Port {
             switch,
             to,
             queue: VecDeque::new(),
+            wire: VecDeque::new(),
             queued_bytes: 0,
             in_service: 0,
             busy: false,

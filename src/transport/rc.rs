@@ -709,7 +709,11 @@ impl Responder {
             }
             Op::Send if req.first => {
                 if self.recv_wqes == 0 {
-                    // 9.7.5.1.4: no receive WQE, RNR NAK; ePSN does not advance.
+                    // 9.7.5.1.4: no receive WQE, RNR NAK; ePSN does not advance. The rest
+                    // of the message, already in flight, is out of sequence now and is
+                    // dropped silently, as after a sequence NAK: the requester will resend
+                    // it after the RNR timer.
+                    self.nak_outstanding = true;
                     a.reply = self.ack(AckKind::NakRnr, req.psn);
                     return a;
                 }
@@ -992,6 +996,29 @@ mod tests {
             r.pop_completion().unwrap().status,
             WcStatus::RnrRetryExceeded
         );
+    }
+
+    #[test]
+    fn packets_behind_an_rnr_nak_are_dropped_silently() {
+        let p = RcParams {
+            e2e_credits: false,
+            ..params()
+        };
+        let mut resp = Responder::new(p, 0);
+        let mut r = Requester::new(p, 0);
+        r.post(1, Op::Send, 3000);
+        let pk = drain(&mut r, T0);
+        assert_eq!(
+            resp.handle_request(&pk[0]).reply.unwrap().kind,
+            AckKind::NakRnr
+        );
+        // The rest of the message draws no sequence NAK (which would spend retry_cnt).
+        assert_eq!(resp.handle_request(&pk[1]).reply, None);
+        assert_eq!(resp.handle_request(&pk[2]).reply, None);
+        // Once a receive WQE is posted, the resent message is accepted from its start.
+        resp.post_recv(1);
+        let a = resp.handle_request(&pk[0]);
+        assert_eq!(a.deliver, 1000);
     }
 
     #[test]
