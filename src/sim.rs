@@ -759,7 +759,7 @@ impl Sim {
         self.pool.get_mut(pkt).tail_at = tail;
         // Packets leave a port in order and cross its wire in constant time, so they
         // arrive in order: only the first on the wire needs an event.
-        debug_assert!(p.wire.back().is_none_or(|&(t, _)| t <= arrive));
+        debug_assert!(p.wire.back().map_or(true, |&(t, _)| t <= arrive));
         if p.wire.is_empty() {
             self.q.schedule(arrive, Event::Arrive { port });
         }
