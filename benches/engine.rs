@@ -2,9 +2,10 @@
 //!
 //! - `event_queue`: schedule + pop on a heap holding 10,000 pending events (the steady
 //!   state of a busy fabric), reported as events per second.
-//! - `permutation_256`: the fixed 256-host permutation of `scenarios/permutation-256.yaml`
-//!   (16 leaves x 16 hosts, 16 spines, 100 Gb/s, 1 us links, 1000 B MTU, 2 MB per host),
-//!   whole run including building the fabric; throughput is its simulated events.
+//! - `permutation-256-rc` / `-raw`: the fixed 256-host permutation of
+//!   `scenarios/permutation-256.yaml` (16 leaves x 16 hosts, 16 spines, 100 Gb/s, 1 us
+//!   links, 1000 B MTU, 2 MB per host) over RC and without a transport, whole run
+//!   including building the fabric; throughput is its simulated events.
 //! - `quickstart`: `scenarios/quickstart.yaml`.
 //!
 //! Run: `cargo bench --bench engine`. Peak memory is not measured here: see the README
@@ -48,15 +49,23 @@ fn scenario_runs(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut g = c.benchmark_group("scenario");
     g.sample_size(10).measurement_time(Duration::from_secs(10));
-    for name in ["permutation-256", "quickstart"] {
+    for (label, name, set) in [
+        ("permutation-256-rc", "permutation-256", vec![]),
+        (
+            "permutation-256-raw",
+            "permutation-256",
+            vec!["transport.mode=raw".to_string()],
+        ),
+        ("quickstart", "quickstart", vec![]),
+    ] {
         let sc = load(
             &root.join(format!("scenarios/{name}.yaml")),
-            &Overrides::default(),
+            &Overrides { seed: None, set },
         )
         .expect("shipped scenario");
         let events = doorbell::sim::run(&sc).events;
         g.throughput(Throughput::Elements(events));
-        g.bench_with_input(BenchmarkId::from_parameter(name), &sc, |b, sc| {
+        g.bench_with_input(BenchmarkId::from_parameter(label), &sc, |b, sc| {
             b.iter(|| black_box(doorbell::sim::run(sc).events))
         });
     }

@@ -18,6 +18,7 @@
 use crate::engine::PktId;
 use crate::scenario::{BufferLimit, SwitchConfig};
 use crate::topology::{LinkParams, Node, Tier};
+use crate::units::SimTime;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -75,6 +76,26 @@ pub fn admit(cfg: &SwitchConfig, used: u64, queued: u64, wire: u64) -> Result<()
     Ok(())
 }
 
+/// A packet waiting in an egress queue: what the port needs to send it, beside its id.
+#[derive(Clone, Copy, Debug)]
+pub struct Queued {
+    /// Earliest start: arrival plus the port-to-port latency (and the cut-through bound).
+    pub ready: SimTime,
+    pub pkt: PktId,
+    pub wire: u32,
+}
+
+/// A packet on a link's wire.
+#[derive(Clone, Copy, Debug)]
+pub struct OnWire {
+    /// When it reaches the far end (its tail, or its header at a cut-through switch).
+    pub arrive: SimTime,
+    /// When its tail reaches the far end.
+    pub tail: SimTime,
+    pub pkt: PktId,
+    pub wire: u32,
+}
+
 /// One direction of a link.
 #[derive(Debug)]
 pub struct Port {
@@ -83,10 +104,9 @@ pub struct Port {
     /// The switch whose buffer holds this port's queue; `None` for a host's port.
     pub switch: Option<u32>,
     pub to: Node,
-    pub queue: VecDeque<PktId>,
-    /// Packets on the wire (serialized or being serialized), with their arrival times at
-    /// the far end, in order.
-    pub wire: VecDeque<(crate::units::SimTime, PktId)>,
+    pub queue: VecDeque<Queued>,
+    /// Packets on the wire (serialized or being serialized), in arrival order.
+    pub wire: VecDeque<OnWire>,
     /// Bytes queued, including the packet being serialized.
     pub queued_bytes: u64,
     /// Wire bytes of the packet being serialized (0 when idle).

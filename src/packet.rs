@@ -18,7 +18,6 @@
 //! issue adds them.
 
 use crate::engine::{FlowId, PktId};
-use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
 
 /// The link-layer and transport headers a packet carries.
@@ -119,13 +118,6 @@ pub struct Packet {
     pub payload: u32,
     /// Bytes on the wire, payload + encapsulation overhead.
     pub wire: u32,
-    /// Earliest time the switch holding this packet may start sending it (arrival plus
-    /// the switch's port-to-port latency, and for cut-through not before the tail could
-    /// keep up).
-    pub ready_at: SimTime,
-    /// When the packet's tail reaches the node it is arriving at (differs from the arrival
-    /// event's time under cut-through).
-    pub tail_at: SimTime,
 }
 
 /// A pool of packets recycled through a free list.

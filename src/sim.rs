@@ -24,7 +24,7 @@
 
 use crate::analytic::ideal_fct;
 use crate::engine::{Event, EventQueue, FlowId, PktId, PortId};
-use crate::fabric::{admit, DropReason, Port, Switch};
+use crate::fabric::{admit, DropReason, OnWire, Port, Queued, Switch};
 use crate::host::Host;
 use crate::packet::{
     Packet, PacketPool, PktKind, AETH_BYTES, FLAG_FIRST, FLAG_LAST, FLAG_RETX, RETH_BYTES,
@@ -336,15 +336,15 @@ impl Sim {
                     true
                 }
                 Event::Arrive { port } => {
-                    let (at, pkt) = self.ports[port as usize]
+                    let w = self.ports[port as usize]
                         .wire
                         .pop_front()
                         .expect("an arrival event has a packet on the wire");
-                    debug_assert_eq!(at, now);
-                    if let Some(&(next, _)) = self.ports[port as usize].wire.front() {
-                        self.q.schedule(next, Event::Arrive { port });
+                    debug_assert_eq!(w.arrive, now);
+                    if let Some(next) = self.ports[port as usize].wire.front() {
+                        self.q.schedule(next.arrive, Event::Arrive { port });
                     }
-                    self.on_arrive(now, port, pkt);
+                    self.on_arrive(now, port, w);
                     true
                 }
                 Event::QpTimer { qp } => self.on_qp_timer(now, qp),
@@ -491,7 +491,8 @@ impl Sim {
     /// The host's port is free: send an ACK if one waits, else the next job's packet.
     fn host_send(&mut self, now: SimTime, host: u32) {
         if let Some(pkt) = self.hosts[host as usize].ctrl.pop_front() {
-            self.start_tx(self.topo.host_up(host), pkt, now);
+            let wire = self.pool.get(pkt).wire as u64;
+            self.start_tx(self.topo.host_up(host), pkt, wire, now);
             return;
         }
         // Try each listed job at most once.
@@ -502,7 +503,7 @@ impl Sim {
                 return;
             };
             let made = if self.rc.is_none() {
-                self.raw_packet(now, job)
+                self.raw_packet(job)
             } else if self.qps[(job >> 1) as usize].dead {
                 let qp = &mut self.qps[(job >> 1) as usize];
                 if job & 1 == 0 {
@@ -517,13 +518,14 @@ impl Sim {
             } else if job & 1 == 0 {
                 self.requester_packet(now, job >> 1)
             } else {
-                self.read_response_packet(now, job >> 1)
+                self.read_response_packet(job >> 1)
             };
             if let Some((pkt, more)) = made {
                 if more {
                     self.hosts[host as usize].activate(job);
                 }
-                self.start_tx(self.topo.host_up(host), pkt, now);
+                let wire = self.pool.get(pkt).wire as u64;
+                self.start_tx(self.topo.host_up(host), pkt, wire, now);
                 return;
             }
         }
@@ -548,7 +550,7 @@ impl Sim {
     }
 
     /// The next packet of a raw flow; `more` if it has packets left.
-    fn raw_packet(&mut self, now: SimTime, flow: FlowId) -> Option<(PktId, bool)> {
+    fn raw_packet(&mut self, flow: FlowId) -> Option<(PktId, bool)> {
         let mtu = self.mtu;
         let st = &mut self.flows[flow as usize];
         let payload = (st.def.size - st.segmented).min(mtu);
@@ -560,7 +562,6 @@ impl Sim {
         p.seq = seq;
         p.payload = payload as u32;
         p.wire = (payload + self.overhead) as u32;
-        p.ready_at = now;
         Some((self.pool.alloc(p), more))
     }
 
@@ -605,12 +606,11 @@ impl Sim {
             Op::Send => 1,
             Op::Read => 2,
         };
-        p.ready_at = now;
         Some((self.pool.alloc(p), true))
     }
 
     /// The next READ response the responder streams back to the requester.
-    fn read_response_packet(&mut self, now: SimTime, slot: u32) -> Option<(PktId, bool)> {
+    fn read_response_packet(&mut self, slot: u32) -> Option<(PktId, bool)> {
         let mtu = self.mtu;
         let qp = &mut self.qps[slot as usize];
         if qp.read_left == 0 {
@@ -644,7 +644,6 @@ impl Sim {
         p.payload = payload as u32;
         p.wire = (payload + self.overhead + aeth) as u32;
         p.flags = (first as u8 * FLAG_FIRST) | (last as u8 * FLAG_LAST);
-        p.ready_at = now;
         Some((self.pool.alloc(p), more))
     }
 
@@ -738,12 +737,13 @@ impl Sim {
         self.kick(now, src);
     }
 
-    /// Starts serializing `pkt` on `port` at `start` (>= now) and schedules its end and its
-    /// arrival at the far end.
+    /// Starts serializing `pkt` (`wire` bytes) on `port` at `start` (>= now) and schedules
+    /// its end and its arrival at the far end. The packet itself is not touched: what the
+    /// port needs travels beside its id, so a busy port does not miss the cache on every
+    /// packet it sends.
     #[inline]
-    fn start_tx(&mut self, port: PortId, pkt: PktId, start: SimTime) {
+    fn start_tx(&mut self, port: PortId, pkt: PktId, wire: u64, start: SimTime) {
         let p = &mut self.ports[port as usize];
-        let wire = self.pool.get(pkt).wire as u64;
         let ser = serialization_delay(wire, p.link.rate);
         let end = start + ser;
         p.busy = true;
@@ -756,14 +756,18 @@ impl Sim {
             }
             _ => tail,
         };
-        self.pool.get_mut(pkt).tail_at = tail;
         // Packets leave a port in order and cross its wire in constant time, so they
         // arrive in order: only the first on the wire needs an event.
-        debug_assert!(p.wire.back().map_or(true, |&(t, _)| t <= arrive));
+        debug_assert!(p.wire.back().map_or(true, |w| w.arrive <= arrive));
         if p.wire.is_empty() {
             self.q.schedule(arrive, Event::Arrive { port });
         }
-        p.wire.push_back((arrive, pkt));
+        p.wire.push_back(OnWire {
+            arrive,
+            tail,
+            pkt,
+            wire: wire as u32,
+        });
     }
 
     fn on_tx_done(&mut self, now: SimTime, port: PortId) {
@@ -785,8 +789,7 @@ impl Sim {
                 p.queued_bytes -= done;
                 self.switches[sw as usize].used -= done;
                 if let Some(next) = p.queue.pop_front() {
-                    let ready = self.pool.get(next).ready_at;
-                    self.start_tx(port, next, now.max(ready));
+                    self.start_tx(port, next.pkt, next.wire as u64, now.max(next.ready));
                 }
             }
         }
@@ -818,9 +821,9 @@ impl Sim {
         false
     }
 
-    fn on_arrive(&mut self, now: SimTime, port: PortId, pkt: PktId) {
-        let wire = self.pool.get(pkt).wire as u64;
-        if self.fault_loss(now, port, wire) {
+    fn on_arrive(&mut self, now: SimTime, port: PortId, w: OnWire) {
+        let pkt = w.pkt;
+        if self.fault_loss(now, port, w.wire as u64) {
             let p = *self.pool.get(pkt);
             self.pool.free(pkt);
             self.ports[port as usize].fault_losses += 1;
@@ -829,7 +832,7 @@ impl Sim {
         }
         match self.ports[port as usize].to {
             Node::Host(h) => self.deliver(now, h, pkt),
-            Node::Switch(sw) => self.forward(now, sw, pkt),
+            Node::Switch(sw) => self.forward(now, sw, pkt, w.tail),
         }
     }
 
@@ -931,14 +934,14 @@ impl Sim {
             };
             r.rnr_code = ack.rnr_code;
             r.wire = (self.overhead + AETH_BYTES) as u32;
-            r.ready_at = now;
             let id = self.pool.alloc(r);
             self.hosts[host as usize].ctrl.push_back(id);
         }
         self.kick(now, host);
     }
 
-    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId) {
+    /// A packet reached switch `sw` (its tail arrives at `tail`).
+    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId, tail: SimTime) {
         let p = *self.pool.get(pkt);
         let topo = &self.topo;
         let routing = self.sc.routing;
@@ -985,19 +988,18 @@ impl Sim {
         if self.cut_through {
             // Do not start so early that the egress would overtake the ingress tail.
             let ser_out = serialization_delay(wire, port.link.rate);
-            let tail_ready = SimTime(
-                (p.tail_at + self.switch_latency)
-                    .0
-                    .saturating_sub(ser_out.0),
-            );
+            let tail_ready = SimTime((tail + self.switch_latency).0.saturating_sub(ser_out.0));
             ready = ready.max(tail_ready);
         }
-        self.pool.get_mut(pkt).ready_at = ready;
         if port.busy {
-            port.queue.push_back(pkt);
+            port.queue.push_back(Queued {
+                ready,
+                pkt,
+                wire: wire as u32,
+            });
         } else {
             debug_assert!(port.queue.is_empty());
-            self.start_tx(out, pkt, ready);
+            self.start_tx(out, pkt, wire, ready);
         }
     }
 
