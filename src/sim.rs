@@ -245,7 +245,7 @@ impl Sim {
             .collect();
         let faults = (0..topo.ports())
             .map(|p| {
-                let rates = sc.faults.for_tier(ports[p as usize].tier);
+                let rates = sc.faults.for_port(p, ports[p as usize].tier);
                 let down: Vec<(u64, u64)> = sc
                     .faults
                     .flaps

@@ -123,6 +123,8 @@ pub struct Flap {
 pub struct Faults {
     /// Indexed like `Tier::ALL`.
     pub tiers: [LinkFaults; 4],
+    /// Per-port overrides: (port, rates).
+    pub links: Vec<(u32, LinkFaults)>,
     pub flaps: Vec<Flap>,
 }
 
@@ -130,8 +132,18 @@ impl Faults {
     pub fn for_tier(&self, t: Tier) -> LinkFaults {
         self.tiers[Tier::ALL.iter().position(|x| *x == t).unwrap_or(0)]
     }
+    /// The rates on one port: its own if given, else its tier's.
+    pub fn for_port(&self, port: u32, t: Tier) -> LinkFaults {
+        self.links
+            .iter()
+            .rev()
+            .find(|(p, _)| *p == port)
+            .map_or_else(|| self.for_tier(t), |&(_, f)| f)
+    }
     pub fn any(&self) -> bool {
-        !self.flaps.is_empty() || self.tiers.iter().any(|t| t.any())
+        !self.flaps.is_empty()
+            || self.tiers.iter().any(|t| t.any())
+            || self.links.iter().any(|(_, f)| f.any())
     }
 }
 
@@ -486,22 +498,42 @@ fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
             tiers[i] = resolve_link_faults(&format!("faults.tiers.{name}"), spec, all)?;
         }
     }
-    let mut flaps = Vec::new();
-    for (i, fl) in f.flaps.iter().enumerate() {
-        let path = format!("faults.flaps[{i}]");
-        let port = (0..topo.ports())
-            .find(|&p| topo.port_name(p) == fl.link)
+    let find_port = |path: &str, name: &str| -> VResult<u32> {
+        (0..topo.ports())
+            .find(|&p| topo.port_name(p) == name)
             .ok_or_else(|| {
                 (
                     format!("{path}.link"),
                     format!(
-                        "no link named `{}` (names as in ports.csv, e.g. `{}` or `{}`)",
-                        fl.link,
+                        "no link named `{name}` (names as in ports.csv, e.g. `{}` or `{}`)",
                         topo.port_name(0),
                         topo.port_name(topo.ports() - 1)
                     ),
                 )
-            })?;
+            })
+    };
+    let mut links = Vec::new();
+    for (i, l) in f.links.iter().enumerate() {
+        let path = format!("faults.links[{i}]");
+        let port = find_port(&path, &l.link)?;
+        let base = tiers[Tier::ALL
+            .iter()
+            .position(|t| *t == topo.port_info(port).0)
+            .unwrap_or(0)];
+        let rates = resolve_link_faults(
+            &path,
+            &LinkFaultSpec {
+                ber: l.ber,
+                drop_probability: l.drop_probability,
+            },
+            base,
+        )?;
+        links.push((port, rates));
+    }
+    let mut flaps = Vec::new();
+    for (i, fl) in f.flaps.iter().enumerate() {
+        let path = format!("faults.flaps[{i}]");
+        let port = find_port(&path, &fl.link)?;
         check_time(format!("{path}.at"), fl.at.0)?;
         check_time(format!("{path}.for"), fl.down_for.0)?;
         let from = fl.at.0;
@@ -515,7 +547,11 @@ fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
             });
         }
     }
-    Ok(Faults { tiers, flaps })
+    Ok(Faults {
+        tiers,
+        links,
+        flaps,
+    })
 }
 
 /// Checks cross-field rules and fills defaults. Errors are (field path, message).

@@ -201,9 +201,22 @@ pub struct FaultsSpec {
     /// Per-tier rates, replacing the fabric-wide ones on that tier.
     #[serde(default, deserialize_with = "null_default")]
     pub tiers: TierFaults,
+    /// Per-link rates, replacing the tier's on that link (one direction).
+    #[serde(default, deserialize_with = "null_default")]
+    pub links: Vec<NamedLinkFaultSpec>,
     /// Scheduled link flaps.
     #[serde(default, deserialize_with = "null_default")]
     pub flaps: Vec<FlapSpec>,
+}
+
+/// Fault rates for one named link direction.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedLinkFaultSpec {
+    /// Port name as in ports.csv, e.g. `leaf0->spine1#0`.
+    pub link: String,
+    pub ber: Option<f64>,
+    pub drop_probability: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
