@@ -15,6 +15,7 @@
 //! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table.
 
 pub mod analytic;
+pub mod cc;
 pub mod compare;
 pub mod engine;
 pub mod fabric;
