@@ -39,6 +39,8 @@ pub enum Event {
     Arrive { port: PortId },
     /// A queue pair's timer (local ACK timeout or RNR back-off) may be due.
     QpTimer { qp: u32 },
+    /// A host paced by congestion control may send again.
+    HostWake { host: u32 },
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
     RecvPost { qp: u32, gen: u32 },
 }

@@ -83,6 +83,8 @@ pub struct Queued {
     pub ready: SimTime,
     pub pkt: PktId,
     pub wire: u32,
+    /// ECN-capable (data, not ACKs or CNPs).
+    pub ect: bool,
 }
 
 /// A packet on a link's wire.
@@ -128,6 +130,9 @@ pub struct Port {
     /// Packets that arrived over this port destroyed by a fault (bit error, random loss,
     /// link down).
     pub fault_losses: u64,
+    /// RED marking at dequeue, and its random stream.
+    pub red: Option<(crate::scenario::Red, rand::rngs::StdRng)>,
+    pub ecn_marked: u64,
 }
 
 impl Port {
@@ -152,6 +157,8 @@ impl Port {
             drops: [0; 3],
             drop_bytes: 0,
             fault_losses: 0,
+            red: None,
+            ecn_marked: 0,
         }
     }
 

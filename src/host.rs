@@ -19,8 +19,10 @@ pub struct Host {
     /// Jobs (flows, or queue-pair halves) that may have a packet to send, in round-robin
     /// order.
     active: VecDeque<u32>,
-    /// ACK/NAK packets waiting for the link: sent before any data.
+    /// ACK/NAK and CNP packets waiting for the link: sent before any data.
     pub ctrl: VecDeque<PktId>,
+    /// A wake-up is scheduled for when a paced job may send.
+    pub wake_at: Option<crate::units::SimTime>,
 }
 
 impl Host {

@@ -187,7 +187,26 @@ pub struct Summary {
     /// RC transport counters; null under the raw transport.
     pub rc: Option<RcSummary>,
     pub faults: FaultSummary,
+    pub ecn: EcnSummary,
+    /// Congestion control counters; null without `cc`.
+    pub cc: Option<CcSummary>,
     pub events: u64,
+}
+
+/// `ecn` in summary.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EcnSummary {
+    /// Packets marked Congestion Experienced at switch egress queues.
+    pub marked_packets: u64,
+}
+
+/// `cc` in summary.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CcSummary {
+    pub algorithm: &'static str,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub rate_cuts: u64,
 }
 
 /// `rc` in summary.json.
@@ -471,6 +490,15 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             random_drops: out.faults.random_drops,
             flap_drops: out.faults.flap_drops,
         },
+        ecn: EcnSummary {
+            marked_packets: out.ports.iter().map(|p| p.ecn_marked).sum(),
+        },
+        cc: sc.cc.map(|_| CcSummary {
+            algorithm: "dcqcn",
+            cnps_sent: out.cc.cnps_sent,
+            cnps_received: out.cc.cnps_received,
+            rate_cuts: out.cc.rate_cuts,
+        }),
         events: out.events,
     }
 }

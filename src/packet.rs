@@ -79,6 +79,8 @@ pub enum PktKind {
     ReadRequest,
     /// An RC READ response (payload; AETH on the first and last).
     ReadResponse,
+    /// A DCQCN congestion notification packet, receiver to sender.
+    Cnp,
 }
 
 /// Extended transport header bytes (IBTA 9.3): RETH on the first packet of an RDMA WRITE
@@ -90,6 +92,13 @@ pub const AETH_BYTES: u64 = 4;
 pub const FLAG_FIRST: u8 = 1;
 pub const FLAG_LAST: u8 = 2;
 pub const FLAG_RETX: u8 = 4;
+/// ECN Congestion Experienced, set by a switch.
+pub const FLAG_ECN: u8 = 8;
+/// A CNP for the responder-to-requester direction (READ responses).
+pub const FLAG_REVERSE: u8 = 16;
+
+/// Payload of a RoCEv2 CNP (16 reserved bytes after the BTH).
+pub const CNP_PAYLOAD_BYTES: u64 = 16;
 
 /// One packet in flight.
 #[derive(Clone, Copy, Debug, Default)]

@@ -37,7 +37,7 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         w,
-        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,packets_sent,packets_dropped,retransmissions,status,failed_at_us"
+        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us"
     )?;
     for (i, f) in out.flows.iter().enumerate() {
         let kind = sc
@@ -79,13 +79,14 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
         };
         writeln!(
             w,
-            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{status},{}",
+            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{},{status},{}",
             f.def.workload,
             f.def.src,
             f.def.dst,
             f.def.size,
             r4(f.def.start.as_us_f64()),
             r4(f.ideal.as_us_f64()),
+            f.delivered,
             f.packets_sent,
             f.packets_dropped,
             f.retransmissions,
@@ -338,6 +339,15 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
                 rc.duplicate_packets
             );
         }
+    }
+    if let Some(cc) = &s.cc {
+        let _ = writeln!(
+            o,
+            "cc       {}: {} ECN marks, {} CNPs sent, {} rate cuts",
+            cc.algorithm, s.ecn.marked_packets, cc.cnps_sent, cc.rate_cuts
+        );
+    } else if s.ecn.marked_packets > 0 {
+        let _ = writeln!(o, "ecn      {} packets marked", s.ecn.marked_packets);
     }
     let f = &s.faults;
     if f.corrupted_packets + f.random_drops + f.flap_drops > 0 {

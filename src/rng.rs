@@ -18,6 +18,8 @@ pub enum Stream {
     FlowHash = 2,
     /// Link faults of port `a`.
     Fault = 3,
+    /// ECN marking at port `a`.
+    Ecn = 4,
 }
 
 /// The seed of stream (`tag`, `a`, `b`) under scenario seed `seed`.

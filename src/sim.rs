@@ -23,19 +23,22 @@
 //! pool; queues are `VecDeque`s of packet ids that grow once and are reused.
 
 use crate::analytic::ideal_fct;
+use crate::cc::dcqcn::{DcqcnParams, NotificationPoint, ReactionPoint};
 use crate::engine::{Event, EventQueue, FlowId, PktId, PortId};
 use crate::fabric::{admit, DropReason, OnWire, Port, Queued, Switch};
 use crate::host::Host;
 use crate::packet::{
-    Packet, PacketPool, PktKind, AETH_BYTES, FLAG_FIRST, FLAG_LAST, FLAG_RETX, RETH_BYTES,
+    Packet, PacketPool, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST,
+    FLAG_RETX, FLAG_REVERSE, RETH_BYTES,
 };
 use crate::rng::{stream, stream_seed, Stream};
 use crate::scenario::schema::Forwarding;
 use crate::scenario::{Connections, LinkFaults, RcConfig, Scenario, Transport};
-use crate::topology::{choose, Node, Topology};
+use crate::topology::{choose, Node, Tier, Topology};
 use crate::transport::rc::{
     AckInfo, AckKind, Op, Requester, RequesterStats, Responder, TxRequest, WcStatus,
 };
+use crate::units::BitsPerSec;
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::{expand, FlowDef};
 use rand::rngs::StdRng;
@@ -106,6 +109,15 @@ struct Qp {
     dead: bool,
     /// Bumped each time the slot is reused.
     gen: u32,
+    /// DCQCN rate limiters: requester to responder (WRITE/SEND data), and responder to
+    /// requester (READ responses); and the notification points that answer them.
+    rp_fwd: Option<ReactionPoint>,
+    rp_rev: Option<ReactionPoint>,
+    np_fwd: NotificationPoint,
+    np_rev: NotificationPoint,
+    /// Earliest time each direction may send its next packet (pacing).
+    next_fwd: SimTime,
+    next_rev: SimTime,
 }
 
 /// RC counters summed over every queue pair.
@@ -133,6 +145,14 @@ impl RcTotals {
     }
 }
 
+/// Congestion-control counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CcTotals {
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub rate_cuts: u64,
+}
+
 /// Packets destroyed by faults, by cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultTotals {
@@ -155,6 +175,7 @@ pub struct RunOutput {
     pub peak_packets_in_flight: u32,
     pub rc: Option<RcTotals>,
     pub faults: FaultTotals,
+    pub cc: CcTotals,
     /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
     pub wall_seconds: f64,
 }
@@ -198,6 +219,8 @@ pub struct Sim {
     pairs: HashMap<(u32, u32), u32>,
     rc_totals: RcTotals,
     faults: Vec<Option<PortFaults>>,
+    cc: Option<DcqcnParams>,
+    cc_totals: CcTotals,
     fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
@@ -260,6 +283,13 @@ impl Sim {
                 })
             })
             .collect();
+        let mut ports = ports;
+        for (i, p) in ports.iter_mut().enumerate() {
+            if p.switch.is_some() {
+                let t = Tier::ALL.iter().position(|t| *t == p.tier).unwrap_or(0);
+                p.red = sc.ecn[t].map(|r| (r, stream(sc.seed, Stream::Ecn, i as u64, 0)));
+            }
+        }
         let switches = (0..topo.switches()).map(|_| Switch::default()).collect();
         let hosts = (0..topo.hosts()).map(|_| Host::default()).collect();
         // Only the next flow start is ever on the heap: the heap holds what is in
@@ -293,6 +323,8 @@ impl Sim {
             pairs: HashMap::new(),
             faults,
             fault_totals: FaultTotals::default(),
+            cc: sc.cc,
+            cc_totals: CcTotals::default(),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
             header: sc.encapsulation.header_bytes(),
@@ -348,6 +380,11 @@ impl Sim {
                     true
                 }
                 Event::QpTimer { qp } => self.on_qp_timer(now, qp),
+                Event::HostWake { host } => {
+                    self.hosts[host as usize].wake_at = None;
+                    self.kick(now, host);
+                    true
+                }
                 Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
             };
             if acted {
@@ -374,6 +411,7 @@ impl Sim {
             stopped_by_duration: stopped,
             rc,
             faults: self.fault_totals,
+            cc: self.cc_totals,
             wall_seconds: wall.elapsed().as_secs_f64(),
         }
     }
@@ -430,6 +468,7 @@ impl Sim {
                 // pair opens; until then SENDs meet an empty receive queue. The requester
                 // learns the initial credit count at connection setup.
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
+                let line = self.topo.host_link.rate.0 as f64;
                 let resp = Responder::new(params, posted_now);
                 let mut req = Requester::new(params, posted_now);
                 req.post(flow as u64, op, self.flows[flow as usize].def.size);
@@ -447,6 +486,12 @@ impl Sim {
                     read_listed: false,
                     dead: false,
                     gen: 0,
+                    rp_fwd: self.cc.map(|p| ReactionPoint::new(p, line, now)),
+                    rp_rev: self.cc.map(|p| ReactionPoint::new(p, line, now)),
+                    np_fwd: NotificationPoint::default(),
+                    np_rev: NotificationPoint::default(),
+                    next_fwd: now,
+                    next_rev: now,
                 };
                 let slot = match self.free_qps.pop() {
                     Some(s) => {
@@ -497,10 +542,11 @@ impl Sim {
         }
         // Try each listed job at most once.
         let mut tries = self.hosts[host as usize].jobs();
+        let mut wake: Option<SimTime> = None;
         while tries > 0 {
             tries -= 1;
             let Some(job) = self.hosts[host as usize].pop_job() else {
-                return;
+                break;
             };
             let made = if self.rc.is_none() {
                 self.raw_packet(job)
@@ -515,19 +561,60 @@ impl Sim {
                     self.free_qps.push(job >> 1);
                 }
                 None
-            } else if job & 1 == 0 {
-                self.requester_packet(now, job >> 1)
             } else {
-                self.read_response_packet(job >> 1)
+                // DCQCN pacing: a direction sends no sooner than its rate allows.
+                let qp = &self.qps[(job >> 1) as usize];
+                let next = if job & 1 == 0 {
+                    qp.next_fwd
+                } else {
+                    qp.next_rev
+                };
+                if next > now {
+                    self.hosts[host as usize].activate(job);
+                    wake = Some(wake.map_or(next, |w| w.min(next)));
+                    continue;
+                }
+                if job & 1 == 0 {
+                    self.requester_packet(now, job >> 1)
+                } else {
+                    self.read_response_packet(job >> 1)
+                }
             };
             if let Some((pkt, more)) = made {
                 if more {
                     self.hosts[host as usize].activate(job);
                 }
                 let wire = self.pool.get(pkt).wire as u64;
+                if self.cc.is_some() && self.rc.is_some() {
+                    self.pace(now, job, wire);
+                }
                 self.start_tx(self.topo.host_up(host), pkt, wire, now);
                 return;
             }
+        }
+        if let Some(t) = wake {
+            let h = &mut self.hosts[host as usize];
+            if h.wake_at.map_or(true, |w| t < w) {
+                h.wake_at = Some(t);
+                self.q.schedule(t, Event::HostWake { host });
+            }
+        }
+    }
+
+    /// A paced direction sent `wire` bytes: its next packet may go one serialization time
+    /// at the DCQCN rate later (the rate limiter of DCQCN §3.1).
+    fn pace(&mut self, now: SimTime, job: u32, wire: u64) {
+        let qp = &mut self.qps[(job >> 1) as usize];
+        let (rp, next) = if job & 1 == 0 {
+            (&mut qp.rp_fwd, &mut qp.next_fwd)
+        } else {
+            (&mut qp.rp_rev, &mut qp.next_rev)
+        };
+        if let Some(rp) = rp {
+            rp.handle_timeout(now);
+            let rate = BitsPerSec(rp.rate_bps().max(1.0) as u64);
+            *next = now + serialization_delay(wire, rate);
+            rp.on_bytes_sent(wire);
         }
     }
 
@@ -743,7 +830,25 @@ impl Sim {
     /// packet it sends.
     #[inline]
     fn start_tx(&mut self, port: PortId, pkt: PktId, wire: u64, start: SimTime) {
+        self.start_tx_marked(port, pkt, wire, start, false)
+    }
+
+    /// [`Self::start_tx`] for a packet leaving a switch queue: an ECN-capable packet may
+    /// be marked here, at dequeue, by RED on the bytes queued behind it. Marking at dequeue
+    /// (as HPCC's simulator does) tells the receiver about the queue the packet leaves
+    /// behind, one queueing delay fresher than marking at enqueue.
+    fn start_tx_marked(&mut self, port: PortId, pkt: PktId, wire: u64, start: SimTime, ect: bool) {
         let p = &mut self.ports[port as usize];
+        if ect {
+            if let Some((red, rng)) = &mut p.red {
+                let behind = p.queued_bytes.saturating_sub(wire);
+                let prob = red.probability(behind);
+                if prob > 0.0 && (prob >= 1.0 || rng.gen::<f64>() < prob) {
+                    p.ecn_marked += 1;
+                    self.pool.get_mut(pkt).flags |= FLAG_ECN;
+                }
+            }
+        }
         let ser = serialization_delay(wire, p.link.rate);
         let end = start + ser;
         p.busy = true;
@@ -789,7 +894,13 @@ impl Sim {
                 p.queued_bytes -= done;
                 self.switches[sw as usize].used -= done;
                 if let Some(next) = p.queue.pop_front() {
-                    self.start_tx(port, next.pkt, next.wire as u64, now.max(next.ready));
+                    self.start_tx_marked(
+                        port,
+                        next.pkt,
+                        next.wire as u64,
+                        now.max(next.ready),
+                        next.ect,
+                    );
                 }
             }
         }
@@ -875,6 +986,9 @@ impl Sim {
                 self.after_requester_input(now, slot);
             }
             PktKind::ReadResponse => {
+                if p.flags & FLAG_ECN != 0 {
+                    self.notify(now, slot, &p, true);
+                }
                 let got = self.qps[slot as usize]
                     .req
                     .handle_read_response(now, p.psn, p.payload);
@@ -882,7 +996,50 @@ impl Sim {
                 f.delivered += got as u64;
                 self.after_requester_input(now, slot);
             }
+            PktKind::Cnp => {
+                // DCQCN §3.1: the reaction point of the congested direction cuts its rate.
+                self.cc_totals.cnps_received += 1;
+                let qp = &mut self.qps[slot as usize];
+                let rp = if p.flags & FLAG_REVERSE != 0 {
+                    &mut qp.rp_rev
+                } else {
+                    &mut qp.rp_fwd
+                };
+                if let Some(rp) = rp {
+                    rp.handle_timeout(now);
+                    rp.on_cnp(now);
+                    self.cc_totals.rate_cuts += 1;
+                }
+            }
         }
+    }
+
+    /// An ECN-marked packet `p` reached its receiver: the notification point of its
+    /// direction may send a CNP back to the sender (at most one per `cnp_interval`).
+    fn notify(&mut self, now: SimTime, slot: u32, p: &Packet, reverse: bool) {
+        let Some(cc) = self.cc else {
+            return;
+        };
+        let qp = &mut self.qps[slot as usize];
+        let np = if reverse {
+            &mut qp.np_rev
+        } else {
+            &mut qp.np_fwd
+        };
+        if !np.on_marked(now, cc.cnp_interval) {
+            return;
+        }
+        self.cc_totals.cnps_sent += 1;
+        // The CNP goes from the receiver of `p` back to its sender.
+        let mut c = self.new_packet(p.flow, p.dst, p.src, PktKind::Cnp);
+        c.flow_hash ^= 0x2545_f491;
+        c.psn = p.psn;
+        c.seq = p.psn;
+        c.flags = if reverse { FLAG_REVERSE } else { 0 };
+        c.wire = (self.overhead + CNP_PAYLOAD_BYTES) as u32;
+        let id = self.pool.alloc(c);
+        self.hosts[p.dst as usize].ctrl.push_back(id);
+        self.kick(now, p.dst);
     }
 
     fn at_responder(&mut self, now: SimTime, host: u32, slot: u32, p: &Packet) {
@@ -900,6 +1057,9 @@ impl Sim {
             retransmission: p.flags & FLAG_RETX != 0,
             wr_id: p.flow as u64,
         };
+        if p.flags & FLAG_ECN != 0 {
+            self.notify(now, slot, p, false);
+        }
         let qp = &mut self.qps[slot as usize];
         let a = qp.resp.handle_request(&req);
         if let Some((psn, n)) = a.read {
@@ -991,15 +1151,17 @@ impl Sim {
             let tail_ready = SimTime((tail + self.switch_latency).0.saturating_sub(ser_out.0));
             ready = ready.max(tail_ready);
         }
+        let ect = matches!(p.kind, PktKind::Data | PktKind::ReadResponse);
         if port.busy {
             port.queue.push_back(Queued {
                 ready,
                 pkt,
                 wire: wire as u32,
+                ect,
             });
         } else {
             debug_assert!(port.queue.is_empty());
-            self.start_tx(out, pkt, wire, ready);
+            self.start_tx_marked(out, pkt, wire, ready, ect);
         }
     }
 

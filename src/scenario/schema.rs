@@ -87,6 +87,76 @@ pub struct ScenarioFile {
     /// Named RC parameter sets to run the same traffic under, side by side.
     #[serde(default, deserialize_with = "null_default")]
     pub compare: Vec<CompareSpec>,
+    /// ECN marking at switch egress queues; default: on with the `cc` preset's thresholds
+    /// when `cc` is DCQCN, else off.
+    #[serde(default)]
+    pub ecn: Option<EcnSpec>,
+    /// Congestion control at the NICs; default none.
+    #[serde(default, deserialize_with = "null_default")]
+    pub cc: CcSpec,
+}
+
+/// RED marking thresholds.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedSpec {
+    pub kmin: Option<Size>,
+    pub kmax: Option<Size>,
+    /// Marking probability at Kmax, in (0, 1].
+    pub pmax: Option<f64>,
+}
+
+/// `ecn:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EcnSpec {
+    /// Mark at all; default true when the section is present.
+    pub enabled: Option<bool>,
+    pub kmin: Option<Size>,
+    pub kmax: Option<Size>,
+    pub pmax: Option<f64>,
+    /// Per-tier thresholds (`leaf_to_spine`, ...), replacing the fabric-wide ones.
+    #[serde(default)]
+    pub tiers: std::collections::BTreeMap<String, RedSpec>,
+}
+
+/// `cc:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CcSpec {
+    /// `none` (default) or `dcqcn`.
+    #[serde(default)]
+    pub algorithm: CcAlgorithm,
+    /// `paper` (default), `nvidia` or `hpcc`.
+    #[serde(default)]
+    pub preset: CcPreset,
+    pub g: Option<f64>,
+    pub cnp_interval: Option<Duration>,
+    pub alpha_period: Option<Duration>,
+    pub rate_increase_period: Option<Duration>,
+    /// Bytes per byte-counter event; `0B` disables the byte counter.
+    pub byte_counter: Option<Size>,
+    pub fast_recovery_steps: Option<u32>,
+    pub rate_ai: Option<Rate>,
+    pub rate_hai: Option<Rate>,
+    pub rate_min: Option<Rate>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CcAlgorithm {
+    #[default]
+    None,
+    Dcqcn,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CcPreset {
+    #[default]
+    Paper,
+    Nvidia,
+    Hpcc,
 }
 
 /// `transport:`.
