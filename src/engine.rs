@@ -41,6 +41,15 @@ pub enum Event {
     QpTimer { qp: u32 },
     /// A host paced by congestion control may send again.
     HostWake { host: u32 },
+    /// A PFC frame takes effect at the sending side of `port`: pause its data class, or
+    /// resume it.
+    Pfc { port: PortId, pause: bool },
+    /// The downstream switch may need to refresh the PAUSE it holds against `port`.
+    PfcRefresh { port: PortId },
+    /// A pause on `port` expires: it may send again.
+    PortWake { port: PortId },
+    /// `blocks` 64-byte credits come back to the sending side of `port`.
+    Credit { port: PortId, blocks: u32 },
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
     RecvPost { qp: u32, gen: u32 },
 }

@@ -85,6 +85,21 @@ pub struct Queued {
     pub wire: u32,
     /// ECN-capable (data, not ACKs or CNPs).
     pub ect: bool,
+    /// Control class (ACK, NAK, CNP): strict priority, never paused, no credits.
+    pub ctrl: bool,
+    /// The port it arrived over (for per-ingress PFC accounting and credit return).
+    pub ingress: u32,
+}
+
+/// No port (a packet a host made).
+pub const NO_PORT: u32 = u32::MAX;
+
+/// Credits are counted in 64-byte blocks (IBTA vol. 1 7.9.4).
+pub const CREDIT_BLOCK: u64 = 64;
+
+/// Blocks a packet of `wire` bytes needs.
+pub fn credit_blocks(wire: u64) -> u64 {
+    wire.div_ceil(CREDIT_BLOCK)
 }
 
 /// A packet on a link's wire.
@@ -107,6 +122,32 @@ pub struct Port {
     pub switch: Option<u32>,
     pub to: Node,
     pub queue: VecDeque<Queued>,
+    /// Control-class packets (ACK, NAK, CNP): sent before any data, never paused.
+    pub ctrl: VecDeque<Queued>,
+    /// Ingress port of the packet in service (`NO_PORT` for a host's own).
+    pub in_service_ingress: u32,
+    /// Control class of the packet in service.
+    pub in_service_ctrl: bool,
+    // ---- link-level flow control, as the sending side of this link ----
+    /// PFC: the data class may not start a packet before this time.
+    pub paused_until: SimTime,
+    /// PFC: start of the current (or last) pause, for accounting.
+    pub paused_from: SimTime,
+    pub paused_ps: u64,
+    /// A wake-up event is pending for the end of a pause.
+    pub wake_pending: bool,
+    /// IB credits: 64-byte blocks the receiver has room for.
+    pub credits: u64,
+    pub stall_since: Option<SimTime>,
+    pub stall_ps: u64,
+    // ---- as an ingress into the switch it delivers to ----
+    /// Data bytes that came over this port and are still in the next switch's buffer.
+    pub ingress_bytes: u64,
+    /// PFC: a PAUSE is in force against this port's sender (refreshed until RESUME).
+    pub pause_sent: bool,
+    pub refresh_at: SimTime,
+    /// PFC frames sent to this port's sender (PAUSE and refreshes).
+    pub pause_frames: u64,
     /// Packets on the wire (serialized or being serialized), in arrival order.
     pub wire: VecDeque<OnWire>,
     /// Bytes queued, including the packet being serialized.
@@ -136,6 +177,24 @@ pub struct Port {
 }
 
 impl Port {
+    /// Time spent paused up to `end` (closing an open pause at `end`).
+    pub fn paused_time(&self, end: SimTime) -> u64 {
+        let open = if self.paused_until > self.paused_from {
+            self.paused_until
+                .min(end)
+                .0
+                .saturating_sub(self.paused_from.0)
+        } else {
+            0
+        };
+        self.paused_ps + open
+    }
+
+    /// Time spent with data waiting and no credit, up to `end`.
+    pub fn stalled_time(&self, end: SimTime) -> u64 {
+        self.stall_ps + self.stall_since.map_or(0, |s| end.0.saturating_sub(s.0))
+    }
+
     pub fn new(tier: Tier, link: LinkParams, switch: Option<u32>, to: Node, buffer: u64) -> Port {
         Port {
             hist_cells: (buffer / CELL_BYTES).max(2) + 1,
@@ -144,6 +203,20 @@ impl Port {
             switch,
             to,
             queue: VecDeque::new(),
+            ctrl: VecDeque::new(),
+            in_service_ingress: NO_PORT,
+            in_service_ctrl: false,
+            paused_until: SimTime::ZERO,
+            paused_from: SimTime::ZERO,
+            paused_ps: 0,
+            wake_pending: false,
+            credits: u64::MAX,
+            stall_since: None,
+            stall_ps: 0,
+            ingress_bytes: 0,
+            pause_sent: false,
+            refresh_at: SimTime::ZERO,
+            pause_frames: 0,
             wire: VecDeque::new(),
             queued_bytes: 0,
             in_service: 0,

@@ -190,7 +190,54 @@ pub struct Summary {
     pub ecn: EcnSummary,
     /// Congestion control counters; null without `cc`.
     pub cc: Option<CcSummary>,
+    pub flow_control: &'static str,
+    pub pfc: PfcSummary,
+    pub credit: CreditSummary,
     pub events: u64,
+}
+
+/// Time per tier, microseconds (tiers: host_to_leaf, leaf_to_spine, spine_to_leaf,
+/// leaf_to_host: the sending side of each link).
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct PerTierUs {
+    pub host_to_leaf: f64,
+    pub leaf_to_spine: f64,
+    pub spine_to_leaf: f64,
+    pub leaf_to_host: f64,
+}
+
+impl PerTierUs {
+    fn add(&mut self, t: Tier, us: f64) {
+        match t {
+            Tier::HostToLeaf => self.host_to_leaf += us,
+            Tier::LeafToSpine => self.leaf_to_spine += us,
+            Tier::SpineToLeaf => self.spine_to_leaf += us,
+            Tier::LeafToHost => self.leaf_to_host += us,
+        }
+    }
+    fn round(mut self) -> Self {
+        self.host_to_leaf = r4(self.host_to_leaf);
+        self.leaf_to_spine = r4(self.leaf_to_spine);
+        self.spine_to_leaf = r4(self.spine_to_leaf);
+        self.leaf_to_host = r4(self.leaf_to_host);
+        self
+    }
+}
+
+/// `pfc` in summary.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PfcSummary {
+    /// PAUSE frames (and refreshes) and RESUME frames sent.
+    pub pause_frames: u64,
+    /// Time links' data classes spent paused, summed over the links of each tier.
+    pub paused_time_us: PerTierUs,
+}
+
+/// `credit` in summary.json.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CreditSummary {
+    /// Time links had data to send and no credit, summed over the links of each tier.
+    pub stall_time_us: PerTierUs,
 }
 
 /// `ecn` in summary.json.
@@ -492,6 +539,30 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         },
         ecn: EcnSummary {
             marked_packets: out.ports.iter().map(|p| p.ecn_marked).sum(),
+        },
+        flow_control: match sc.flow_control {
+            crate::scenario::FlowControl::Lossy => "lossy",
+            crate::scenario::FlowControl::Pfc { .. } => "pfc",
+            crate::scenario::FlowControl::IbCredit { .. } => "ib_credit",
+        },
+        pfc: {
+            let mut t = PerTierUs::default();
+            for p in &out.ports {
+                t.add(p.tier, p.paused_time(out.end) as f64 / 1e6);
+            }
+            PfcSummary {
+                pause_frames: out.ports.iter().map(|p| p.pause_frames).sum(),
+                paused_time_us: t.round(),
+            }
+        },
+        credit: {
+            let mut t = PerTierUs::default();
+            for p in &out.ports {
+                t.add(p.tier, p.stalled_time(out.end) as f64 / 1e6);
+            }
+            CreditSummary {
+                stall_time_us: t.round(),
+            }
         },
         cc: sc.cc.map(|_| CcSummary {
             algorithm: "dcqcn",

@@ -340,6 +340,25 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
             );
         }
     }
+    match s.flow_control {
+        "pfc" => {
+            let t = &s.pfc.paused_time_us;
+            let _ = writeln!(
+                o,
+                "pfc      {} frames; paused us by tier: host->leaf {:.1}, leaf->spine {:.1}, spine->leaf {:.1}, leaf->host {:.1}",
+                s.pfc.pause_frames, t.host_to_leaf, t.leaf_to_spine, t.spine_to_leaf, t.leaf_to_host
+            );
+        }
+        "ib_credit" => {
+            let t = &s.credit.stall_time_us;
+            let _ = writeln!(
+                o,
+                "credits  stalled us by tier: host->leaf {:.1}, leaf->spine {:.1}, spine->leaf {:.1}, leaf->host {:.1}",
+                t.host_to_leaf, t.leaf_to_spine, t.spine_to_leaf, t.leaf_to_host
+            );
+        }
+        _ => {}
+    }
     if let Some(cc) = &s.cc {
         let _ = writeln!(
             o,

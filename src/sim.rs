@@ -25,7 +25,7 @@
 use crate::analytic::ideal_fct;
 use crate::cc::dcqcn::{DcqcnParams, NotificationPoint, ReactionPoint};
 use crate::engine::{Event, EventQueue, FlowId, PktId, PortId};
-use crate::fabric::{admit, DropReason, OnWire, Port, Queued, Switch};
+use crate::fabric::{admit, credit_blocks, DropReason, OnWire, Port, Queued, Switch, NO_PORT};
 use crate::host::Host;
 use crate::packet::{
     Packet, PacketPool, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST,
@@ -33,6 +33,7 @@ use crate::packet::{
 };
 use crate::rng::{stream, stream_seed, Stream};
 use crate::scenario::schema::Forwarding;
+use crate::scenario::FlowControl;
 use crate::scenario::{Connections, LinkFaults, RcConfig, Scenario, Transport};
 use crate::topology::{choose, Node, Tier, Topology};
 use crate::transport::rc::{
@@ -221,12 +222,15 @@ pub struct Sim {
     faults: Vec<Option<PortFaults>>,
     cc: Option<DcqcnParams>,
     cc_totals: CcTotals,
+    fc: FlowControl,
     fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
     header: u64,
     cut_through: bool,
     switch_latency: SimDuration,
+    /// Largest packet on the wire (a full MTU with a RETH).
+    max_wire: u64,
 }
 
 impl Sim {
@@ -284,6 +288,11 @@ impl Sim {
             })
             .collect();
         let mut ports = ports;
+        if let FlowControl::IbCredit { vl_buffer, .. } = sc.flow_control {
+            for p in ports.iter_mut() {
+                p.credits = vl_buffer / crate::fabric::CREDIT_BLOCK;
+            }
+        }
         for (i, p) in ports.iter_mut().enumerate() {
             if p.switch.is_some() {
                 let t = Tier::ALL.iter().position(|t| *t == p.tier).unwrap_or(0);
@@ -325,11 +334,13 @@ impl Sim {
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
             cc_totals: CcTotals::default(),
+            fc: sc.flow_control,
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
             header: sc.encapsulation.header_bytes(),
             cut_through: sc.switch.forwarding == Forwarding::CutThrough,
             switch_latency: sc.switch.latency,
+            max_wire: sc.mtu_wire_bytes() + RETH_BYTES,
             topo,
             sc: sc.clone(),
         }
@@ -383,6 +394,22 @@ impl Sim {
                 Event::HostWake { host } => {
                     self.hosts[host as usize].wake_at = None;
                     self.kick(now, host);
+                    true
+                }
+                Event::Pfc { port, pause } => {
+                    self.on_pfc(now, port, pause);
+                    true
+                }
+                Event::PfcRefresh { port } => self.on_pfc_refresh(now, port),
+                Event::PortWake { port } => {
+                    self.ports[port as usize].wake_pending = false;
+                    self.wake_port(now, port);
+                    true
+                }
+                Event::Credit { port, blocks } => {
+                    let p = &mut self.ports[port as usize];
+                    p.credits += blocks as u64;
+                    self.wake_port(now, port);
                     true
                 }
                 Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
@@ -540,6 +567,10 @@ impl Sim {
             self.start_tx(self.topo.host_up(host), pkt, wire, now);
             return;
         }
+        // The data class may be paused (PFC) or out of credit (IB).
+        if !self.data_may_start(now, self.topo.host_up(host), self.max_wire) {
+            return;
+        }
         // Try each listed job at most once.
         let mut tries = self.hosts[host as usize].jobs();
         let mut wake: Option<SimTime> = None;
@@ -588,7 +619,11 @@ impl Sim {
                 if self.cc.is_some() && self.rc.is_some() {
                     self.pace(now, job, wire);
                 }
-                self.start_tx(self.topo.host_up(host), pkt, wire, now);
+                let port = self.topo.host_up(host);
+                if let FlowControl::IbCredit { .. } = self.fc {
+                    self.ports[port as usize].credits -= credit_blocks(wire);
+                }
+                self.start_tx(port, pkt, wire, now);
                 return;
             }
         }
@@ -890,18 +925,15 @@ impl Sim {
             }
             Some(sw) => {
                 let done = p.in_service;
+                let ingress = p.in_service_ingress;
+                let ctrl = p.in_service_ctrl;
                 p.in_service = 0;
                 p.queued_bytes -= done;
                 self.switches[sw as usize].used -= done;
-                if let Some(next) = p.queue.pop_front() {
-                    self.start_tx_marked(
-                        port,
-                        next.pkt,
-                        next.wire as u64,
-                        now.max(next.ready),
-                        next.ect,
-                    );
+                if ingress != NO_PORT && !ctrl {
+                    self.ingress_released(now, ingress, done);
                 }
+                self.try_start(now, port);
             }
         }
     }
@@ -942,8 +974,201 @@ impl Sim {
             return;
         }
         match self.ports[port as usize].to {
-            Node::Host(h) => self.deliver(now, h, pkt),
-            Node::Switch(sw) => self.forward(now, sw, pkt, w.tail),
+            Node::Host(h) => {
+                // A host takes packets off the wire at once: its credits go straight back.
+                if let FlowControl::IbCredit { update_delay, .. } = self.fc {
+                    if !self.is_ctrl(pkt) {
+                        self.return_credits(now, port, w.wire as u64, update_delay);
+                    }
+                }
+                self.deliver(now, h, pkt)
+            }
+            Node::Switch(sw) => self.forward(now, sw, pkt, w.tail, port),
+        }
+    }
+
+    fn is_ctrl(&self, pkt: PktId) -> bool {
+        matches!(self.pool.get(pkt).kind, PktKind::Ack | PktKind::Cnp)
+    }
+
+    /// Credits for `wire` bytes that crossed `port` go back to its sender: the credit
+    /// update crosses the link back after `delay` (IBTA 7.9.4 flow control packets).
+    fn return_credits(&mut self, now: SimTime, port: PortId, wire: u64, delay: SimDuration) {
+        let back = now + delay + self.ports[port as usize].link.latency;
+        self.q.schedule(
+            back,
+            Event::Credit {
+                port,
+                blocks: credit_blocks(wire) as u32,
+            },
+        );
+    }
+
+    /// Whether `port` may start a data packet of up to `wire` bytes now; if not, arranges
+    /// to be woken (pause end) and accounts the stall (credits).
+    fn data_may_start(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
+        let p = &mut self.ports[port as usize];
+        if p.paused_until > now {
+            if !p.wake_pending {
+                p.wake_pending = true;
+                let t = p.paused_until;
+                self.q.schedule(t, Event::PortWake { port });
+            }
+            return false;
+        }
+        if let FlowControl::IbCredit { .. } = self.fc {
+            if p.credits < credit_blocks(wire) {
+                p.stall_since.get_or_insert(now);
+                return false;
+            }
+            if let Some(s) = p.stall_since.take() {
+                p.stall_ps += now.0 - s.0;
+            }
+        }
+        true
+    }
+
+    /// `port` may be able to send again (pause over, credits back).
+    fn wake_port(&mut self, now: SimTime, port: PortId) {
+        match self.ports[port as usize].switch {
+            None => self.kick(now, port), // host ports are numbered by host
+            Some(_) => self.try_start(now, port),
+        }
+    }
+
+    /// An idle switch port starts its next packet: control class first; data if not
+    /// paused and (IB) it has the credits.
+    fn try_start(&mut self, now: SimTime, port: PortId) {
+        if self.ports[port as usize].busy {
+            return;
+        }
+        let next = if let Some(q) = self.ports[port as usize].ctrl.pop_front() {
+            q
+        } else {
+            let Some(&head) = self.ports[port as usize].queue.front() else {
+                return;
+            };
+            if !self.data_may_start(now, port, head.wire as u64) {
+                return;
+            }
+            if let FlowControl::IbCredit { .. } = self.fc {
+                self.ports[port as usize].credits -= credit_blocks(head.wire as u64);
+            }
+            self.ports[port as usize].queue.pop_front().expect("head")
+        };
+        let p = &mut self.ports[port as usize];
+        p.in_service_ingress = next.ingress;
+        p.in_service_ctrl = next.ctrl;
+        self.start_tx_marked(
+            port,
+            next.pkt,
+            next.wire as u64,
+            now.max(next.ready),
+            next.ect,
+        );
+    }
+
+    /// Data bytes that came in over `ingress` left the switch: PFC may resume the sender,
+    /// IB credits go back to it.
+    fn ingress_released(&mut self, now: SimTime, ingress: PortId, bytes: u64) {
+        let p = &mut self.ports[ingress as usize];
+        p.ingress_bytes -= bytes;
+        match self.fc {
+            FlowControl::Pfc { xon, .. } => {
+                if p.pause_sent && p.ingress_bytes <= xon {
+                    p.pause_sent = false;
+                    p.pause_frames += 1;
+                    let at = self.pfc_frame_arrival(now, ingress);
+                    self.q.schedule(
+                        at,
+                        Event::Pfc {
+                            port: ingress,
+                            pause: false,
+                        },
+                    );
+                }
+            }
+            FlowControl::IbCredit { update_delay, .. } => {
+                self.return_credits(now, ingress, bytes, update_delay);
+            }
+            FlowControl::Lossy => {}
+        }
+    }
+
+    /// When a PFC frame sent now by the switch `ingress` delivers to reaches and takes
+    /// effect at `ingress`'s sender: one 64-byte frame's serialization and the cable
+    /// back, plus the sender's reaction time (IEEE 802.1Qbb).
+    fn pfc_frame_arrival(&self, now: SimTime, ingress: PortId) -> SimTime {
+        let FlowControl::Pfc { reaction_time, .. } = self.fc else {
+            return now;
+        };
+        let link = self.ports[ingress as usize].link;
+        now + serialization_delay(64, link.rate) + link.latency + reaction_time
+    }
+
+    /// How long a PAUSE with the configured quanta holds a link: quanta x 512 bit times.
+    fn pause_duration(&self, port: PortId) -> SimDuration {
+        let FlowControl::Pfc { quanta, .. } = self.fc else {
+            return SimDuration::ZERO;
+        };
+        serialization_delay(quanta as u64 * 64, self.ports[port as usize].link.rate)
+    }
+
+    /// Data bytes arrived over `ingress` into a switch: PFC pauses the sender above Xoff.
+    fn ingress_admitted(&mut self, now: SimTime, ingress: PortId, bytes: u64) {
+        let p = &mut self.ports[ingress as usize];
+        p.ingress_bytes += bytes;
+        if let FlowControl::Pfc { xoff, .. } = self.fc {
+            if !p.pause_sent && p.ingress_bytes >= xoff {
+                p.pause_sent = true;
+                self.send_pause(now, ingress);
+            }
+        }
+    }
+
+    fn send_pause(&mut self, now: SimTime, ingress: PortId) {
+        let at = self.pfc_frame_arrival(now, ingress);
+        let dur = self.pause_duration(ingress);
+        let p = &mut self.ports[ingress as usize];
+        p.pause_frames += 1;
+        // Refresh halfway through the quanta while still above Xon.
+        p.refresh_at = now + SimDuration(dur.0 / 2).max(SimDuration(1));
+        let r = p.refresh_at;
+        self.q.schedule(
+            at,
+            Event::Pfc {
+                port: ingress,
+                pause: true,
+            },
+        );
+        self.q.schedule(r, Event::PfcRefresh { port: ingress });
+    }
+
+    fn on_pfc_refresh(&mut self, now: SimTime, port: PortId) -> bool {
+        let p = &self.ports[port as usize];
+        if !p.pause_sent || p.refresh_at != now {
+            return false;
+        }
+        self.send_pause(now, port);
+        true
+    }
+
+    /// A PFC frame takes effect at the sending side of `port`.
+    fn on_pfc(&mut self, now: SimTime, port: PortId, pause: bool) {
+        let dur = self.pause_duration(port);
+        let p = &mut self.ports[port as usize];
+        if pause {
+            if p.paused_until <= now {
+                // A new pause: close the books on the last one.
+                p.paused_ps += p.paused_until.0.saturating_sub(p.paused_from.0);
+                p.paused_from = now;
+            }
+            p.paused_until = now + dur;
+        } else {
+            if p.paused_until > now {
+                p.paused_until = now;
+            }
+            self.wake_port(now, port);
         }
     }
 
@@ -1101,7 +1326,7 @@ impl Sim {
     }
 
     /// A packet reached switch `sw` (its tail arrives at `tail`).
-    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId, tail: SimTime) {
+    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId, tail: SimTime, in_port: PortId) {
         let p = *self.pool.get(pkt);
         let topo = &self.topo;
         let routing = self.sc.routing;
@@ -1138,7 +1363,18 @@ impl Sim {
         let wire = p.wire as u64;
         let swst = &mut self.switches[sw as usize];
         let port = &mut self.ports[out as usize];
-        if let Err(reason) = admit(&self.sc.switch, swst.used, port.queued_bytes, wire) {
+        // A lossless fabric never drops for its thresholds: PFC headroom and IB credits
+        // keep the buffer from overflowing; only a full buffer (a bug) would drop.
+        let admitted = if self.fc.lossless() {
+            if swst.used + wire > self.sc.switch.buffer_bytes {
+                Err(DropReason::BufferFull)
+            } else {
+                Ok(())
+            }
+        } else {
+            admit(&self.sc.switch, swst.used, port.queued_bytes, wire)
+        };
+        if let Err(reason) = admitted {
             self.drop_packet(out, pkt, reason);
             return;
         }
@@ -1152,17 +1388,24 @@ impl Sim {
             ready = ready.max(tail_ready);
         }
         let ect = matches!(p.kind, PktKind::Data | PktKind::ReadResponse);
-        if port.busy {
-            port.queue.push_back(Queued {
-                ready,
-                pkt,
-                wire: wire as u32,
-                ect,
-            });
+        let ctrl = matches!(p.kind, PktKind::Ack | PktKind::Cnp);
+        let q = Queued {
+            ready,
+            pkt,
+            wire: wire as u32,
+            ect,
+            ctrl,
+            ingress: in_port,
+        };
+        if ctrl {
+            port.ctrl.push_back(q);
         } else {
-            debug_assert!(port.queue.is_empty());
-            self.start_tx_marked(out, pkt, wire, ready, ect);
+            port.queue.push_back(q);
         }
+        if !ctrl {
+            self.ingress_admitted(now, in_port, wire);
+        }
+        self.try_start(now, out);
     }
 
     fn drop_packet(&mut self, port: PortId, pkt: PktId, reason: DropReason) {

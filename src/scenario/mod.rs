@@ -168,6 +168,46 @@ pub struct Scenario {
     /// RED thresholds per tier (indexed like `Tier::ALL`); `None`: no marking there.
     pub ecn: [Option<Red>; 4],
     pub cc: Option<DcqcnParams>,
+    pub flow_control: FlowControl,
+}
+
+/// Link-level flow control, resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FlowControl {
+    Lossy,
+    /// IEEE 802.1Qbb on the data class: PAUSE above `xoff` bytes from one ingress port,
+    /// RESUME at or below `xon`.
+    Pfc {
+        xoff: u64,
+        xon: u64,
+        reaction_time: SimDuration,
+        quanta: u32,
+    },
+    /// InfiniBand credits on the data lane: `vl_buffer` bytes per link, in 64-byte blocks.
+    IbCredit {
+        vl_buffer: u64,
+        update_delay: SimDuration,
+    },
+}
+
+impl FlowControl {
+    pub fn lossless(&self) -> bool {
+        !matches!(self, FlowControl::Lossy)
+    }
+}
+
+/// Bytes that can still arrive at an ingress after it decides to pause: what is on the
+/// wire both ways plus what the sender puts out while the PAUSE crosses and takes effect,
+/// plus a packet in progress at each end (the mlx5 headroom formula has the same terms:
+/// (301 + 2.16 x cable_m) x speed_Gbps + 2.72 x MTU).
+pub fn pfc_headroom(
+    link: &crate::topology::LinkParams,
+    reaction: SimDuration,
+    mtu_wire: u64,
+) -> u64 {
+    let ps = 2 * link.latency.0 + reaction.0 + crate::units::serialization_delay(64, link.rate).0;
+    let bytes = (ps as u128 * link.rate.0 as u128).div_ceil(8 * 1_000_000_000_000) as u64;
+    bytes + 2 * mtu_wire
 }
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -507,6 +547,103 @@ fn preset_red(preset: schema::CcPreset, rate_bps: f64) -> Red {
 }
 
 type EcnTiers = [Option<Red>; 4];
+
+/// Ingress ports of the busiest switch (a leaf: its hosts and its uplinks; a spine: one
+/// link per leaf and parallel link).
+fn max_ingress_ports(topo: &Topology) -> u64 {
+    let leaf = topo.hosts_per_leaf as u64 + topo.uplinks_per_leaf() as u64;
+    let spine = topo.leaves as u64 * topo.links_per_spine as u64;
+    leaf.max(spine)
+}
+
+fn resolve_flow_control(
+    spec: &schema::FlowControlSpec,
+    topo: &Topology,
+    buffer: u64,
+    mtu_wire: u64,
+) -> VResult<FlowControl> {
+    let ingress = max_ingress_ports(topo).max(1);
+    Ok(match spec.mode {
+        schema::FlowControlMode::Lossy => FlowControl::Lossy,
+        schema::FlowControlMode::Pfc => {
+            let reaction = spec
+                .reaction_time
+                .map(|d| d.0)
+                .unwrap_or(SimDuration::from_us(1));
+            check_latency("flow_control.reaction_time", reaction)?;
+            let quanta = spec.quanta.unwrap_or(65535);
+            if quanta == 0 {
+                return err("flow_control.quanta", "expected 1 to 65535 quanta");
+            }
+            if quanta > 65535 {
+                return err(
+                    "flow_control.quanta",
+                    format!("expected 1 to 65535 quanta, found {quanta}"),
+                );
+            }
+            // Headroom for the longest cable in the fabric (every ingress gets the same).
+            let longest = if topo.fabric_link.latency > topo.host_link.latency {
+                topo.fabric_link
+            } else {
+                topo.host_link
+            };
+            let headroom = pfc_headroom(&longest, reaction, mtu_wire).max(pfc_headroom(
+                &topo.host_link,
+                reaction,
+                mtu_wire,
+            ));
+            let room = buffer.saturating_sub(headroom * ingress) / ingress;
+            let xoff = match spec.xoff {
+                Some(x) => x.0 .0,
+                None => room,
+            };
+            if xoff < 2 * mtu_wire || xoff > room {
+                return err(
+                    "flow_control.xoff",
+                    format!(
+                        "xoff must leave each of {ingress} ingress ports {headroom} B of headroom in the {buffer} B buffer and hold two packets: at most {room} B and at least {} B, found {xoff} B",
+                        2 * mtu_wire
+                    ),
+                );
+            }
+            let xon = spec.xon.map(|x| x.0 .0).unwrap_or(xoff - 2 * mtu_wire);
+            if xon >= xoff {
+                return err(
+                    "flow_control.xon",
+                    format!("expected xon below xoff ({xoff} B), found {xon} B"),
+                );
+            }
+            FlowControl::Pfc {
+                xoff,
+                xon,
+                reaction_time: reaction,
+                quanta,
+            }
+        }
+        schema::FlowControlMode::IbCredit => {
+            let vl_buffer = spec.vl_buffer.map(|b| b.0 .0).unwrap_or(buffer / ingress);
+            if vl_buffer < mtu_wire + 64 || vl_buffer * ingress > buffer {
+                return err(
+                    "flow_control.vl_buffer",
+                    format!(
+                        "each of {ingress} ingress ports needs room for a packet ({} B) and all must fit the {buffer} B buffer: at most {} B, found {vl_buffer} B",
+                        mtu_wire + 64,
+                        buffer / ingress
+                    ),
+                );
+            }
+            let update_delay = spec
+                .credit_update_delay
+                .map(|d| d.0)
+                .unwrap_or(SimDuration::from_ns(100));
+            check_latency("flow_control.credit_update_delay", update_delay)?;
+            FlowControl::IbCredit {
+                vl_buffer,
+                update_delay,
+            }
+        }
+    })
+}
 
 fn resolve_cc(
     spec: &schema::CcSpec,
@@ -1125,6 +1262,9 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     }
     let faults = resolve_faults(&f.faults, &topology)?;
     let (cc, ecn) = resolve_cc(&f.cc, f.ecn.as_ref(), &topology, &transport)?;
+    // The largest packet: a full MTU with the RETH of a first WRITE packet.
+    let flow_control =
+        resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
 
     Ok(Scenario {
         transport,
@@ -1132,6 +1272,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         compare,
         cc,
         ecn,
+        flow_control,
         name: f.name.unwrap_or_else(|| stem.to_string()),
         seed: f.seed,
         duration,

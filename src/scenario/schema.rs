@@ -94,6 +94,44 @@ pub struct ScenarioFile {
     /// Congestion control at the NICs; default none.
     #[serde(default, deserialize_with = "null_default")]
     pub cc: CcSpec,
+    /// Link-level flow control; default `lossy` (tail drop).
+    #[serde(default, deserialize_with = "null_default")]
+    pub flow_control: FlowControlSpec,
+}
+
+/// `flow_control:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowControlSpec {
+    /// `lossy` (default), `pfc` or `ib_credit`.
+    #[serde(default)]
+    pub mode: FlowControlMode,
+    /// PFC: an ingress queue sends PAUSE above this many bytes; default: the switch buffer
+    /// less every ingress port's headroom, shared equally among the ingress ports.
+    pub xoff: Option<Size>,
+    /// PFC: RESUME below this many bytes; default `xoff` less two full packets.
+    pub xon: Option<Size>,
+    /// PFC: time for a port to act on a PAUSE after it arrives; default `1us`.
+    pub reaction_time: Option<Duration>,
+    /// PFC: pause quanta in a PAUSE frame (512 bit times each); default 65535.
+    pub quanta: Option<u32>,
+    /// IB credits: receive buffer per link and virtual lane, advertised in 64-byte
+    /// blocks; default: the switch buffer shared equally among its ingress ports.
+    pub vl_buffer: Option<Size>,
+    /// IB credits: delay before freed buffer is advertised back; default `100ns`.
+    pub credit_update_delay: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowControlMode {
+    /// Tail drop when a packet does not fit.
+    #[default]
+    Lossy,
+    /// IEEE 802.1Qbb priority flow control on the data class.
+    Pfc,
+    /// InfiniBand credit-based link flow control on the data lane.
+    IbCredit,
 }
 
 /// RED marking thresholds.

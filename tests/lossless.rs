@@ -1,0 +1,132 @@
+//! Lossless fabrics: PFC and InfiniBand credits never drop; pauses spread to innocent
+//! flows; DCQCN relieves them.
+
+use doorbell::metrics::summarize;
+use doorbell::scenario::{parse_str, Overrides, Scenario};
+use doorbell::sim::run;
+
+fn scenario(yaml: &str, set: &[&str]) -> Scenario {
+    parse_str(
+        yaml,
+        "l.yaml",
+        "l",
+        &Overrides {
+            seed: None,
+            set: set.iter().map(|s| s.to_string()).collect(),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// 32 senders on three leaves, 1 MB each, into host 0: 32 MB through a switch with a
+/// 4 MiB buffer. `FABRIC_LATENCY` sets the leaf-spine cable.
+const INCAST: &str = "
+topology:
+  leaves: 3
+  spines: 2
+  hosts_per_leaf: 12
+  host_link: { rate: 100Gbps, latency: 1us }
+  fabric_link: { rate: 100Gbps, latency: FABRIC_LATENCY }
+switch: { buffer: 4MiB }
+workload:
+  - incast: { senders: 32, receiver: 0, size: 1MB }
+";
+
+#[test]
+fn a_32_to_1_incast_never_drops_in_either_lossless_mode() {
+    let yaml = INCAST.replace("FABRIC_LATENCY", "2us");
+    for mode in ["pfc", "ib_credit"] {
+        let sc = scenario(&yaml, &[&format!("flow_control.mode={mode}")]);
+        let out = run(&sc);
+        let s = summarize(&sc, &out);
+        assert_eq!(s.drops.packets, 0, "{mode}");
+        assert_eq!(s.flows.completed, 32, "{mode}");
+        assert_eq!(s.rc.as_ref().unwrap().retransmitted_packets, 0, "{mode}");
+        // The receiver's port stays busy: 32 MB at 100 Gb/s x 4096/4122, less the
+        // start-up (a few microseconds of ~2.7 ms), so within 1% of capacity.
+        let capacity = 100.0 * 4096.0 / 4122.0;
+        let g = s.goodput_gbps.aggregate;
+        assert!(g > 0.99 * capacity && g <= capacity, "{mode}: {g}");
+        match mode {
+            "pfc" => assert!(s.pfc.pause_frames > 0, "the buffer is far below 32 MB"),
+            _ => assert!(
+                s.credit.stall_time_us.host_to_leaf > 0.0,
+                "senders wait for credit"
+            ),
+        }
+    }
+    // The same incast without flow control overflows the buffer.
+    let lossy = scenario(&yaml, &[]);
+    let s = summarize(&lossy, &run(&lossy));
+    assert!(s.drops.packets > 1000, "lossy: {}", s.drops.packets);
+}
+
+#[test]
+fn pfc_headroom_absorbs_the_longest_cable() {
+    // 2 km leaf-spine cables (10 us one way): a PAUSE takes 10 us to arrive, and 10 us of
+    // data at 100 Gb/s (125 KB) is already on the wire. The default Xoff leaves each
+    // ingress the headroom for its cable, so the 4 MiB switches still never overflow.
+    let sc = scenario(
+        &INCAST.replace("FABRIC_LATENCY", "10us"),
+        &["flow_control.mode=pfc"],
+    );
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert_eq!(s.drops.packets, 0);
+    assert_eq!(s.flows.completed, 32);
+    // The headroom formula: 2 x 10 us + 1 us reaction + one 64 B frame at 100 Gb/s is
+    // 21.00512 us of line rate = 262,564 B, plus two 4138 B packets.
+    let link = sc.topology.fabric_link;
+    let h = doorbell::scenario::pfc_headroom(&link, doorbell::units::SimDuration::from_us(1), 4138);
+    assert_eq!(h, 262_564 + 2 * 4138);
+}
+
+/// Hosts 8-11 (leaf 1) and 16-19 (leaf 2) send to host 0 (leaf 0) through one spine: an
+/// 8:1 incast at the leaf's port to host 0. Host 12 (leaf 1) sends to host 20 (leaf 2): its
+/// path shares only leaf 1's uplink with the incast, and is otherwise idle.
+const VICTIM: &str = "
+duration: 10ms
+topology:
+  leaves: 3
+  spines: 1
+  hosts_per_leaf: 8
+  host_link:   { rate: 100Gbps, latency: 1us }
+  fabric_link: { rate: 400Gbps, latency: 1us }
+switch: { buffer: 8MiB }
+flow_control: { mode: pfc }
+workload:
+  - flows:
+      - { src: 8, dst: 0, size: 1GB }
+      - { src: 9, dst: 0, size: 1GB }
+      - { src: 10, dst: 0, size: 1GB }
+      - { src: 11, dst: 0, size: 1GB }
+      - { src: 16, dst: 0, size: 1GB }
+      - { src: 17, dst: 0, size: 1GB }
+      - { src: 18, dst: 0, size: 1GB }
+      - { src: 19, dst: 0, size: 1GB }
+      - { src: 12, dst: 20, size: 1GB }
+";
+
+fn victim_gbps(set: &[&str]) -> f64 {
+    let sc = scenario(VICTIM, set);
+    let out = run(&sc);
+    assert_eq!(summarize(&sc, &out).drops.packets, 0);
+    out.flows[8].delivered as f64 * 8.0 / 10e-3 / 1e9
+}
+
+#[test]
+fn pauses_slow_an_innocent_flow_and_dcqcn_relieves_it() {
+    // Alone, the victim would run at line rate x payload share: 99.4 Gb/s.
+    let fair = 100.0 * 4096.0 / 4122.0;
+    let pfc_only = victim_gbps(&[]);
+    // PFC pauses the spine's port to leaf 0, the spine's buffer fills from leaf 1, and
+    // leaf 1's uplink is paused with the victim's packets behind the incast's: it gets
+    // the incast flows' share, not its own.
+    assert!(pfc_only < 0.5 * fair, "PFC alone: {pfc_only:.1} Gb/s");
+    // DCQCN slows the incast at its sources, queues stay under Xoff, pauses stop.
+    let with_dcqcn = victim_gbps(&["cc.algorithm=dcqcn", "cc.preset=hpcc"]);
+    assert!(
+        with_dcqcn > 0.7 * fair && with_dcqcn > 3.0 * pfc_only,
+        "PFC + DCQCN: {with_dcqcn:.1} Gb/s (PFC alone {pfc_only:.1})"
+    );
+}
