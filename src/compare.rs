@@ -31,9 +31,14 @@ pub struct SetResult {
 pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
     sc.compare
         .iter()
-        .map(|(name, rc)| {
+        .map(|set| {
+            let name = &set.name;
             let mut s = sc.clone();
-            s.transport = Transport::Rc(rc.clone());
+            s.topology = set.topology.clone();
+            s.transport = Transport::Rc(set.rc.clone());
+            s.flow_control = set.flow_control;
+            s.cc = set.cc;
+            s.ecn = set.ecn;
             s.compare.clear();
             let out = run(&s);
             let summary = summarize(&s, &out);
@@ -78,7 +83,7 @@ fn rc_of(sc: &Scenario) -> &RcConfig {
     }
 }
 
-const HEADER: &str = "set,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
+const HEADER: &str = "set,spines,oversubscription,flow_control,cc,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
 
 /// `compare.csv`.
 pub fn compare_csv(sets: &[SetResult]) -> String {
@@ -96,8 +101,15 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
         let rcs = sm.rc.as_ref();
         let _ = writeln!(
             o,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             s.name,
+            s.scenario.topology.spines,
+            s.scenario
+                .topology
+                .oversubscription()
+                .map_or(String::new(), |o| r4(o).to_string()),
+            sm.flow_control,
+            sm.cc.as_ref().map_or("none", |c| c.algorithm),
             p.timeout,
             p.retry_cnt,
             p.rnr_retry,
@@ -126,8 +138,10 @@ pub fn render_table(sets: &[SetResult]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<16} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>6} {:>11}",
+        "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>6} {:>11}",
         "set",
+        "fc",
+        "cc",
         "timeout",
         "retry",
         "window",
@@ -146,8 +160,10 @@ pub fn render_table(sets: &[SetResult]) -> String {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
         let _ = writeln!(
             o,
-            "{:<16} {:>7} {:>5} {:>6} {:>5.1} Gb/s {:>7} us {:>7} us {:>7} us {:>9.4} {:>8} {:>6} {:>11}",
+            "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>5.1} Gb/s {:>7} us {:>7} us {:>7} us {:>9.4} {:>8} {:>6} {:>11}",
             s.name,
+            sm.flow_control,
+            sm.cc.as_ref().map_or("none", |c| c.algorithm),
             p.timeout,
             p.retry_cnt,
             p.window_packets.map_or("-".to_string(), |w| w.to_string()),

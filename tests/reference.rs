@@ -11,7 +11,10 @@ use doorbell::report::write_files;
 use doorbell::scenario::{load, Overrides};
 use std::path::PathBuf;
 
-const REFERENCE: [&str; 9] = [
+const REFERENCE: [&str; 12] = [
+    "incast-dcqcn",
+    "victim-flow",
+    "spine-oversubscription",
     "quickstart",
     "one-vs-two-hops",
     "incast",

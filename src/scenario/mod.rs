@@ -163,8 +163,8 @@ pub struct Scenario {
     pub workload: Vec<Workload>,
     pub transport: Transport,
     pub faults: Faults,
-    /// Named RC parameter sets to compare (empty: run once).
-    pub compare: Vec<(String, RcConfig)>,
+    /// Named parameter sets to compare (empty: run once).
+    pub compare: Vec<CompareSet>,
     /// RED thresholds per tier (indexed like `Tier::ALL`); `None`: no marking there.
     pub ecn: [Option<Red>; 4],
     pub cc: Option<DcqcnParams>,
@@ -208,6 +208,18 @@ pub fn pfc_headroom(
     let ps = 2 * link.latency.0 + reaction.0 + crate::units::serialization_delay(64, link.rate).0;
     let bytes = (ps as u128 * link.rate.0 as u128).div_ceil(8 * 1_000_000_000_000) as u64;
     bytes + 2 * mtu_wire
+}
+
+/// One named set under `compare:`: RC attributes, and optionally its own flow control,
+/// congestion control and ECN marking.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareSet {
+    pub name: String,
+    pub topology: Topology,
+    pub rc: RcConfig,
+    pub flow_control: FlowControl,
+    pub cc: Option<DcqcnParams>,
+    pub ecn: [Option<Red>; 4],
 }
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -1243,7 +1255,12 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         TransportMode::Raw => Transport::Raw,
         TransportMode::Rc => Transport::Rc(resolve_rc(&f.transport.rc, None, mtu, "transport.rc")?),
     };
-    let mut compare = Vec::new();
+    let faults = resolve_faults(&f.faults, &topology)?;
+    let (cc, ecn) = resolve_cc(&f.cc, f.ecn.as_ref(), &topology, &transport)?;
+    // The largest packet: a full MTU with the RETH of a first WRITE packet.
+    let flow_control =
+        resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
+    let mut compare: Vec<CompareSet> = Vec::new();
     for (i, c) in f.compare.iter().enumerate() {
         if f.transport.mode == TransportMode::Raw {
             return err(
@@ -1251,20 +1268,72 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                 "`compare:` compares RC parameter sets; it needs `transport.mode: rc`",
             );
         }
-        if c.name.trim().is_empty() || compare.iter().any(|(n, _)| n == &c.name) {
+        if c.name.trim().is_empty() || compare.iter().any(|x| x.name == c.name) {
             return err(
                 format!("compare[{i}].name"),
                 "expected a unique, non-empty name",
             );
         }
         let rc = resolve_rc(&f.transport.rc, Some(&c.rc), mtu, &format!("compare[{i}]"))?;
-        compare.push((c.name.clone(), rc));
+        let (set_cc, set_ecn) = if c.cc.is_some() || c.ecn.is_some() {
+            resolve_cc(
+                c.cc.as_ref().unwrap_or(&f.cc),
+                c.ecn.as_ref().or(f.ecn.as_ref()),
+                &topology,
+                &transport,
+            )
+            .map_err(|(p, m)| (format!("compare[{i}].{p}"), m))?
+        } else {
+            (cc, ecn)
+        };
+        let mut set_topology = topology.clone();
+        if let Some(t) = &c.topology {
+            if let Some(sp) = t.spines {
+                set_topology.spines = sp;
+            }
+            if let Some(k) = t.links_per_spine {
+                set_topology.links_per_spine = k;
+            }
+            if let Some(l) = t.fabric_link {
+                set_topology.fabric_link = LinkParams {
+                    rate: l.rate.0,
+                    latency: l.latency.0,
+                };
+                check_latency(
+                    &format!("compare[{i}].topology.fabric_link.latency"),
+                    l.latency.0,
+                )?;
+            }
+            if set_topology.spines == 0 && set_topology.leaves > 1 {
+                return err(
+                    format!("compare[{i}].topology.spines"),
+                    "expected at least 1 spine",
+                );
+            }
+            if set_topology.links_per_spine == 0 || set_topology.links_per_spine > 64 {
+                return err(
+                    format!("compare[{i}].topology.links_per_spine"),
+                    "expected 1 to 64",
+                );
+            }
+        }
+        // Flow control is sized for the set's own fabric (headroom per ingress port).
+        let fc = resolve_flow_control(
+            c.flow_control.as_ref().unwrap_or(&f.flow_control),
+            &set_topology,
+            buffer_bytes,
+            mtu_wire + 16,
+        )
+        .map_err(|(p, m)| (format!("compare[{i}].{p}"), m))?;
+        compare.push(CompareSet {
+            name: c.name.clone(),
+            topology: set_topology,
+            rc,
+            flow_control: fc,
+            cc: set_cc,
+            ecn: set_ecn,
+        });
     }
-    let faults = resolve_faults(&f.faults, &topology)?;
-    let (cc, ecn) = resolve_cc(&f.cc, f.ecn.as_ref(), &topology, &transport)?;
-    // The largest packet: a full MTU with the RETH of a first WRITE packet.
-    let flow_control =
-        resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
 
     Ok(Scenario {
         transport,

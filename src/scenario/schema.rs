@@ -283,8 +283,30 @@ pub enum ConnectionsSpec {
 #[serde(deny_unknown_fields)]
 pub struct CompareSpec {
     pub name: String,
+    /// Replaces the scenario's `flow_control` for this set.
+    #[serde(default)]
+    pub flow_control: Option<FlowControlSpec>,
+    /// Replaces the scenario's `cc` for this set.
+    #[serde(default)]
+    pub cc: Option<CcSpec>,
+    /// Replaces the scenario's `ecn` for this set.
+    #[serde(default)]
+    pub ecn: Option<EcnSpec>,
+    /// Changes the fabric's spine layer for this set (the hosts stay the same, so the
+    /// traffic does).
+    #[serde(default)]
+    pub topology: Option<TopologyOverride>,
     #[serde(flatten)]
     pub rc: RcSpec,
+}
+
+/// What a compare set may change in the topology: the spine layer.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyOverride {
+    pub spines: Option<u32>,
+    pub links_per_spine: Option<u32>,
+    pub fabric_link: Option<LinkSpec>,
 }
 
 /// Fault rates for a set of links.
