@@ -47,12 +47,20 @@ fn sets_see_the_same_traffic_and_differ_only_by_their_parameters() {
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 3);
     assert!(
-        rows[0].starts_with("guide_default,18,7,7,128,"),
+        rows[0].starts_with("guide_default,2,2,lossy,none,18,7,7,128,"),
         "{}",
         rows[0]
     );
-    assert!(rows[1].starts_with("guide_tuned,12,3,7,64,"), "{}", rows[1]);
-    assert!(rows[2].starts_with("nccl_default,20,7,7,,"), "{}", rows[2]);
+    assert!(
+        rows[1].starts_with("guide_tuned,2,2,lossy,none,12,3,7,64,"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[2].starts_with("nccl_default,2,2,lossy,none,20,7,7,,"),
+        "{}",
+        rows[2]
+    );
 }
 
 #[test]
