@@ -18,7 +18,7 @@ fn shipped(name: &str) -> Scenario {
 fn sets_see_the_same_traffic_and_differ_only_by_their_parameters() {
     let sc = shipped("rc-tuning");
     let sets = run_sets(&sc);
-    assert_eq!(sets.len(), 3);
+    assert_eq!(sets.len(), 6);
     let defs = |s: &doorbell::compare::SetResult| -> Vec<_> {
         s.out.flows.iter().map(|f| (f.def, f.ideal)).collect()
     };
@@ -37,7 +37,10 @@ fn sets_see_the_same_traffic_and_differ_only_by_their_parameters() {
         let out = doorbell::sim::run(&s);
         summarize(&s, &out)
     };
-    let nccl = sets.iter().find(|s| s.name == "nccl_default").unwrap();
+    let nccl = sets
+        .iter()
+        .find(|s| s.name == "nccl_default_lossy")
+        .unwrap();
     assert_eq!(
         serde_json::to_string(&nccl.summary).unwrap(),
         serde_json::to_string(&plain).unwrap()
@@ -45,22 +48,17 @@ fn sets_see_the_same_traffic_and_differ_only_by_their_parameters() {
     // And the parameters that differ show up in the table, one row per set.
     let csv = compare_csv(&sets);
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    assert_eq!(rows.len(), 3);
-    assert!(
-        rows[0].starts_with("guide_default,2,2,lossy,none,18,7,7,128,"),
-        "{}",
-        rows[0]
-    );
-    assert!(
-        rows[1].starts_with("guide_tuned,2,2,lossy,none,12,3,7,64,"),
-        "{}",
-        rows[1]
-    );
-    assert!(
-        rows[2].starts_with("nccl_default,2,2,lossy,none,20,7,7,,"),
-        "{}",
-        rows[2]
-    );
+    assert_eq!(rows.len(), 6);
+    for (row, want) in rows.iter().zip([
+        "guide_default_lossy,2,2,lossy,none,18,7,7,128,",
+        "guide_tuned_lossy,2,2,lossy,none,12,3,7,64,",
+        "nccl_default_lossy,2,2,lossy,none,20,7,7,,",
+        "guide_default_pfc,2,2,pfc,none,18,7,7,128,",
+        "guide_tuned_pfc,2,2,pfc,none,12,3,7,64,",
+        "nccl_default_pfc,2,2,pfc,none,20,7,7,,",
+    ]) {
+        assert!(row.starts_with(want), "{row}");
+    }
 }
 
 #[test]
