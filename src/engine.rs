@@ -50,6 +50,8 @@ pub enum Event {
     PortWake { port: PortId },
     /// `blocks` 64-byte credits come back to the sending side of `port`.
     Credit { port: PortId, blocks: u32 },
+    /// Take a time-series sample.
+    Sample,
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
     RecvPost { qp: u32, gen: u32 },
 }

@@ -29,6 +29,9 @@ pub fn write_files(
     pj.push('\n');
     std::fs::write(dir.join("perf.json"), pj)?;
     write_flows_csv(&dir.join("flows.csv"), sc, out)?;
+    if let Some(ts) = &sc.timeseries {
+        write_timeseries_csv(&dir.join("timeseries.csv"), sc, ts, out)?;
+    }
     write_ports_csv(&dir.join("ports.csv"), sc, out)?;
     Ok(())
 }
@@ -92,6 +95,35 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
             f.retransmissions,
             f.failed_at
                 .map_or(String::new(), |t| r4(t.as_us_f64()).to_string()),
+        )?;
+    }
+    w.flush()
+}
+
+/// `timeseries.csv`: one row per sample, `time_us,object,metric,value` (objects named as
+/// in ports.csv and `flow<N>`).
+fn write_timeseries_csv(
+    path: &Path,
+    sc: &Scenario,
+    ts: &crate::scenario::Timeseries,
+    out: &RunOutput,
+) -> std::io::Result<()> {
+    let names: Vec<String> = ts
+        .ports
+        .iter()
+        .map(|&p| sc.topology.port_name(p))
+        .chain(ts.flows.iter().map(|f| format!("flow{f}")))
+        .collect();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "time_us,object,metric,value")?;
+    for s in &out.samples {
+        writeln!(
+            w,
+            "{},{},{},{}",
+            r4(s.time.as_us_f64()),
+            names[s.object as usize],
+            s.metric.name(),
+            r4(s.value)
         )?;
     }
     w.flush()

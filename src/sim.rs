@@ -146,6 +146,42 @@ impl RcTotals {
     }
 }
 
+/// One time-series sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub time: SimTime,
+    pub object: u32,
+    pub metric: Metric,
+    pub value: f64,
+}
+
+/// What a sample measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Port: bytes queued (waiting plus in service).
+    QueueBytes,
+    /// Port: 1 while its data class is paused by PFC, else 0.
+    Paused,
+    /// Port: bytes sent so far.
+    TxBytes,
+    /// Flow: the sending rate its congestion control allows, Gb/s (line rate without).
+    RateGbps,
+    /// Flow: bytes delivered so far.
+    DeliveredBytes,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::QueueBytes => "queue_bytes",
+            Metric::Paused => "paused",
+            Metric::TxBytes => "tx_bytes",
+            Metric::RateGbps => "rate_gbps",
+            Metric::DeliveredBytes => "delivered_bytes",
+        }
+    }
+}
+
 /// Congestion-control counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CcTotals {
@@ -177,6 +213,9 @@ pub struct RunOutput {
     pub rc: Option<RcTotals>,
     pub faults: FaultTotals,
     pub cc: CcTotals,
+    /// Time-series samples: (time, object, metric, value); objects are the scenario's
+    /// `timeseries.ports` then `timeseries.flows`, in order.
+    pub samples: Vec<Sample>,
     /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
     pub wall_seconds: f64,
 }
@@ -223,6 +262,7 @@ pub struct Sim {
     cc: Option<DcqcnParams>,
     cc_totals: CcTotals,
     fc: FlowControl,
+    samples: Vec<Sample>,
     fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
@@ -316,6 +356,9 @@ impl Sim {
             Transport::Rc(c) => Some(c.clone()),
             Transport::Raw => None,
         };
+        if sc.timeseries.is_some() {
+            q.schedule(SimTime::ZERO, Event::Sample);
+        }
         Sim {
             q,
             start_order,
@@ -335,6 +378,7 @@ impl Sim {
             cc: sc.cc,
             cc_totals: CcTotals::default(),
             fc: sc.flow_control,
+            samples: Vec::new(),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
             header: sc.encapsulation.header_bytes(),
@@ -406,6 +450,20 @@ impl Sim {
                     self.wake_port(now, port);
                     true
                 }
+                Event::Sample => {
+                    self.sample(now);
+                    // Sampling never keeps a finished run alive, nor extends it.
+                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending);
+                    if work_left && !self.q.is_empty() {
+                        let iv = self
+                            .sc
+                            .timeseries
+                            .as_ref()
+                            .map_or(SimDuration(1), |t| t.interval);
+                        self.q.schedule(now + iv, Event::Sample);
+                    }
+                    false
+                }
                 Event::Credit { port, blocks } => {
                     let p = &mut self.ports[port as usize];
                     p.credits += blocks as u64;
@@ -439,6 +497,7 @@ impl Sim {
             rc,
             faults: self.fault_totals,
             cc: self.cc_totals,
+            samples: self.samples,
             wall_seconds: wall.elapsed().as_secs_f64(),
         }
     }
@@ -546,6 +605,59 @@ impl Sim {
         };
         self.hosts[src as usize].activate(job);
         self.kick(now, src);
+    }
+
+    fn sample(&mut self, now: SimTime) {
+        let Some(ts) = &self.sc.timeseries else {
+            return;
+        };
+        let mut obj = 0u32;
+        for &p in &ts.ports {
+            let port = &self.ports[p as usize];
+            for (metric, value) in [
+                (Metric::QueueBytes, port.queued_bytes as f64),
+                (Metric::Paused, (port.paused_until > now) as u8 as f64),
+                (Metric::TxBytes, port.tx_bytes as f64),
+            ] {
+                self.samples.push(Sample {
+                    time: now,
+                    object: obj,
+                    metric,
+                    value,
+                });
+            }
+            obj += 1;
+        }
+        let line = self.topo.host_link.rate.0 as f64;
+        for &f in &ts.flows {
+            let flow = &self.flows[f as usize];
+            let rate = match (flow.outcome, flow.qp) {
+                (Outcome::Pending, slot) if slot != NO_QP && !self.qps[slot as usize].dead => {
+                    let qp = &mut self.qps[slot as usize];
+                    match &mut qp.rp_fwd {
+                        Some(rp) => {
+                            rp.handle_timeout(now);
+                            rp.rate_bps()
+                        }
+                        None => line,
+                    }
+                }
+                (Outcome::Pending, _) if flow.def.start <= now => line,
+                _ => 0.0,
+            };
+            for (metric, value) in [
+                (Metric::RateGbps, rate / 1e9),
+                (Metric::DeliveredBytes, flow.delivered as f64),
+            ] {
+                self.samples.push(Sample {
+                    time: now,
+                    object: obj,
+                    metric,
+                    value,
+                });
+            }
+            obj += 1;
+        }
     }
 
     /// Returns whether the queue pair was still live.

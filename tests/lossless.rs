@@ -130,3 +130,27 @@ fn pauses_slow_an_innocent_flow_and_dcqcn_relieves_it() {
         "PFC + DCQCN: {with_dcqcn:.1} Gb/s (PFC alone {pfc_only:.1})"
     );
 }
+
+#[test]
+fn pauses_propagate_to_the_victims_uplink_and_dcqcn_stops_them() {
+    // Sample leaf 1's uplink every 20 us: with PFC alone it is paused most of the time
+    // (the pause has spread from the incast's bottleneck through the spine); with DCQCN
+    // the incast's senders slow down and the uplink is rarely paused.
+    let ts = "timeseries: { interval: 20us, ports: [\"leaf1->spine0#0\"] }\n";
+    let paused_share = |set: &[&str]| {
+        let sc = scenario(&format!("{VICTIM}{ts}"), set);
+        let out = run(&sc);
+        let paused: Vec<f64> = out
+            .samples
+            .iter()
+            .filter(|s| s.metric == doorbell::sim::Metric::Paused)
+            .map(|s| s.value)
+            .collect();
+        assert_eq!(paused.len(), 501, "10 ms / 20 us + the sample at 0");
+        paused.iter().sum::<f64>() / paused.len() as f64
+    };
+    let pfc = paused_share(&[]);
+    let dcqcn = paused_share(&["cc.algorithm=dcqcn", "cc.preset=hpcc"]);
+    assert!(pfc > 0.5, "PFC alone: paused in {pfc:.2} of samples");
+    assert!(dcqcn < 0.2, "with DCQCN: paused in {dcqcn:.2} of samples");
+}

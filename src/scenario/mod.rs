@@ -169,9 +169,19 @@ pub struct Scenario {
     pub ecn: [Option<Red>; 4],
     pub cc: Option<DcqcnParams>,
     pub flow_control: FlowControl,
+    pub timeseries: Option<Timeseries>,
 }
 
-/// Link-level flow control, resolved.
+/// What to sample over time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeseries {
+    pub interval: SimDuration,
+    pub ports: Vec<u32>,
+    pub flows: Vec<u32>,
+}
+
+/// Most rows `timeseries.csv` may get.
+pub const MAX_TIMESERIES_ROWS: f64 = 5_000_000.0;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum FlowControl {
     Lossy,
@@ -1335,7 +1345,67 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         });
     }
 
+    let timeseries = match &f.timeseries {
+        None => None,
+        Some(ts) => {
+            let interval = ts.interval.map(|d| d.0).unwrap_or(SimDuration::from_us(10));
+            if interval == SimDuration::ZERO {
+                return err("timeseries.interval", "expected a positive interval");
+            }
+            let mut ports = Vec::new();
+            for (i, name) in ts.ports.iter().enumerate() {
+                let p = (0..topology.ports())
+                    .find(|&p| topology.port_name(p) == *name)
+                    .ok_or_else(|| {
+                        (
+                            format!("timeseries.ports[{i}]"),
+                            format!(
+                                "no link named `{name}` (names as in ports.csv, e.g. `{}`)",
+                                topology.port_name(0)
+                            ),
+                        )
+                    })?;
+                ports.push(p);
+            }
+            if !ts.flows.is_empty() {
+                let n = crate::workload::expand(
+                    &workload,
+                    topology.hosts(),
+                    topology.host_link.rate.0,
+                    f.seed,
+                )
+                .len();
+                if let Some((i, &id)) = ts
+                    .flows
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &id)| id as usize >= n)
+                {
+                    return err(
+                        format!("timeseries.flows[{i}]"),
+                        format!("flow {id} does not exist: the workload makes {n} flows, numbered from 0"),
+                    );
+                }
+            }
+            let horizon = duration.map_or(0.05, |d| d.as_secs_f64());
+            let rows =
+                horizon / interval.as_secs_f64() * (3 * ts.ports.len() + 2 * ts.flows.len()) as f64;
+            if rows > MAX_TIMESERIES_ROWS {
+                return err(
+                    "timeseries.interval",
+                    format!("about {rows:.0} rows over the run; at most {MAX_TIMESERIES_ROWS} (sample less often, or fewer objects)"),
+                );
+            }
+            Some(Timeseries {
+                interval,
+                ports,
+                flows: ts.flows.clone(),
+            })
+        }
+    };
+
     Ok(Scenario {
+        timeseries,
         transport,
         faults,
         compare,

@@ -97,6 +97,23 @@ pub struct ScenarioFile {
     /// Link-level flow control; default `lossy` (tail drop).
     #[serde(default, deserialize_with = "null_default")]
     pub flow_control: FlowControlSpec,
+    /// Sample chosen ports and flows over time into `timeseries.csv`; default none.
+    #[serde(default)]
+    pub timeseries: Option<TimeseriesSpec>,
+}
+
+/// `timeseries:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeseriesSpec {
+    /// Time between samples; default `10us`.
+    pub interval: Option<Duration>,
+    /// Ports by name as in ports.csv (queue depth, paused or not, bytes sent).
+    #[serde(default, deserialize_with = "null_default")]
+    pub ports: Vec<String>,
+    /// Flows by id as in flows.csv (sending rate, bytes delivered).
+    #[serde(default, deserialize_with = "null_default")]
+    pub flows: Vec<u32>,
 }
 
 /// `flow_control:`.
@@ -154,7 +171,7 @@ pub struct EcnSpec {
     pub kmax: Option<Size>,
     pub pmax: Option<f64>,
     /// Per-tier thresholds (`leaf_to_spine`, ...), replacing the fabric-wide ones.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub tiers: std::collections::BTreeMap<String, RedSpec>,
 }
 
