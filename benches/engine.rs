@@ -4,7 +4,8 @@
 //!   state of a busy fabric), reported as events per second.
 //! - `permutation-256-rc` / `-raw`: the fixed 256-host permutation of
 //!   `scenarios/permutation-256.yaml` (16 leaves x 16 hosts, 16 spines, 100 Gb/s, 1 us
-//!   links, 1000 B MTU, 2 MB per host) over RC and without a transport, whole run
+//!   links, 1000 B MTU, 2 MB per host) over RC, without a transport, and over RC with
+//!   PFC and DCQCN, whole run
 //!   including building the fabric; throughput is its simulated events.
 //! - `quickstart`: `scenarios/quickstart.yaml`.
 //!
@@ -55,6 +56,14 @@ fn scenario_runs(c: &mut Criterion) {
             "permutation-256-raw",
             "permutation-256",
             vec!["transport.mode=raw".to_string()],
+        ),
+        (
+            "permutation-256-pfc-dcqcn",
+            "permutation-256",
+            vec![
+                "flow_control.mode=pfc".to_string(),
+                "cc.algorithm=dcqcn".to_string(),
+            ],
         ),
         ("quickstart", "quickstart", vec![]),
     ] {
