@@ -12,8 +12,12 @@
 //! space is released when the packet's last bit leaves. Queue depth is sampled at every
 //! enqueue (what an arriving packet sees) into a histogram in 64-byte cells.
 //!
-//! Leaves out: PFC, link credits and ECN (the lossless-fabric issue adds them), priorities
-//! and input queueing.
+//! Each port also holds the state of link-level flow control for its link: PFC pause
+//! state as the sender and per-ingress byte counts as the receiver's ingress, IB credits,
+//! and a control-class queue (ACK, NAK, CNP) served before data; the rules live in
+//! `sim.rs`. ECN marking state (RED thresholds and their random stream) sits here too.
+//!
+//! Leaves out: more than two priorities, and input-queued switch architectures.
 
 use crate::engine::PktId;
 use crate::scenario::{BufferLimit, SwitchConfig};

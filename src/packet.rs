@@ -14,8 +14,9 @@
 //! Packets live in a pool (`PacketPool`) and are recycled through a free list, so the hot
 //! path allocates nothing per packet once the pool has grown to the number in flight.
 //!
-//! Leaves out (for now): RETH/AETH extension headers and ACK packets; the RC transport
-//! issue adds them.
+//! RC's extension headers are counted where they apply: RETH (16 B) on the first packet
+//! of a WRITE and on a READ request, AETH (4 B) on ACKs and on the first and last READ
+//! responses; a CNP carries 16 B. Leaves out: GRH routing, immediate data, atomics.
 
 use crate::engine::{FlowId, PktId};
 use serde::{Deserialize, Serialize};

@@ -6,9 +6,19 @@
 //! (see `topology`), admits it to the egress port's queue if the shared buffer allows (see
 //! `fabric`), and the port may start sending it one port-to-port latency after arrival:
 //! after the tail arrives (store-and-forward) or after the header (cut-through, never so
-//! early that the egress would run ahead of the ingress). Egress queues are FIFO.
+//! early that the egress would run ahead of the ingress). Egress queues are FIFO per
+//! class: a control class (ACK, NAK, CNP) is served first and is never paused.
 //!
-//! Hosts send whenever their link is free: first any ACK/NAK waiting (so
+//! Link-level flow control (`scenario::FlowControl`): under PFC (IEEE 802.1Qbb) a switch
+//! counts the data bytes each ingress port has in its buffer, sends PAUSE upstream above
+//! Xoff (refreshed at half the quanta while still above Xon) and RESUME at Xon; a frame
+//! acts one 64-byte serialization, one cable and the reaction time later. Under IB credits
+//! (IBTA vol. 1 7.9.4) a sender spends 64-byte credits as it starts a data packet and gets
+//! them back once the packet leaves the next switch (or reaches a host), after the update
+//! delay and the cable. Switches mark ECN at dequeue (RED); receivers send CNPs and
+//! senders pace each queue-pair direction at its DCQCN rate (`cc::dcqcn`).
+//!
+//! Hosts send whenever their link is free: first any ACK/NAK/CNP waiting (so
 //! acknowledgements never queue behind data at their source), then one packet from the
 //! next job in round robin over their jobs with work: a flow (raw transport), an RC
 //! requester, or an RC responder streaming READ responses. Under RC each flow is one
@@ -17,9 +27,10 @@
 //! event pending, re-armed lazily: a timer event that finds its deadline moved later
 //! re-schedules itself instead of acting.
 //!
-//! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver); a
-//! packet waiting for the switch latency does not need a third, because the egress port
-//! starts it at `max(now, ready_at)` and stays busy until it ends. Packets come from a
+//! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver, one
+//! pending per port: the wire is a ring); a packet waiting for the switch latency does
+//! not need a third, because the egress port starts it at `max(now, ready)` and stays
+//! busy until it ends. Packets come from a
 //! pool; queues are `VecDeque`s of packet ids that grow once and are reused.
 
 use crate::analytic::ideal_fct;
