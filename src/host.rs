@@ -23,6 +23,8 @@ pub struct Host {
     pub ctrl: VecDeque<PktId>,
     /// A wake-up is scheduled for when a paced job may send.
     pub wake_at: Option<crate::units::SimTime>,
+    /// A data packet made and waiting for link credit (IB).
+    pub held: Option<PktId>,
 }
 
 impl Host {
@@ -43,7 +45,7 @@ impl Host {
     }
 
     pub fn is_idle(&self) -> bool {
-        self.active.is_empty() && self.ctrl.is_empty()
+        self.active.is_empty() && self.ctrl.is_empty() && self.held.is_none()
     }
 }
 

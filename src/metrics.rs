@@ -175,6 +175,8 @@ pub struct Summary {
     /// Simulated time at the end of the run, us.
     pub sim_time_us: f64,
     pub stopped_by_duration: bool,
+    /// The run ran out of events with flows pending (they could never finish).
+    pub stalled: bool,
     pub flows: FlowCounts,
     pub fct_us: Option<Percentiles>,
     pub slowdown: Option<Percentiles>,
@@ -478,6 +480,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         encapsulation: sc.encapsulation.name(),
         sim_time_us: r4(out.end.as_us_f64()),
         stopped_by_duration: out.stopped_by_duration,
+        stalled: out.stalled,
         flows: counts,
         fct_us: Percentiles::from_hist(&all.fct_ns, all.fct_sum_ns, all.fct_max_ns, 1000.0),
         slowdown: Percentiles::from_hist(

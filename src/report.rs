@@ -75,6 +75,8 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
                     "not_started"
                 } else if f.packets_dropped > 0 && out.rc.is_none() {
                     "incomplete_lost_packets"
+                } else if out.stalled {
+                    "incomplete_stalled"
                 } else {
                     "incomplete_duration"
                 },
@@ -281,6 +283,12 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
         perf.peak_rss_mib
             .map_or("n/a".to_string(), |m| format!("{m:.1} MiB"))
     );
+    if s.stalled {
+        let _ = writeln!(
+            o,
+            "WARNING  the run ran out of events with flows still pending: they can never finish"
+        );
+    }
     let _ = writeln!(
         o,
         "flows    {} completed of {} ({} incomplete, {} failed); {} of {} payload bytes delivered",

@@ -219,6 +219,9 @@ pub struct RunOutput {
     pub end: SimTime,
     /// Whether `duration` cut the run short with work left.
     pub stopped_by_duration: bool,
+    /// The run ran out of events with flows still pending (nothing could ever move them
+    /// again): a stall, which should not happen in a healthy scenario.
+    pub stalled: bool,
     pub events: u64,
     pub peak_packets_in_flight: u32,
     pub rc: Option<RcTotals>,
@@ -280,8 +283,6 @@ pub struct Sim {
     header: u64,
     cut_through: bool,
     switch_latency: SimDuration,
-    /// Largest packet on the wire (a full MTU with a RETH).
-    max_wire: u64,
 }
 
 impl Sim {
@@ -395,7 +396,6 @@ impl Sim {
             header: sc.encapsulation.header_bytes(),
             cut_through: sc.switch.forwarding == Forwarding::CutThrough,
             switch_latency: sc.switch.latency,
-            max_wire: sc.mtu_wire_bytes() + RETH_BYTES,
             topo,
             sc: sc.clone(),
         }
@@ -497,6 +497,7 @@ impl Sim {
             }
             t
         });
+        let stalled = !stopped && self.flows.iter().any(|f| f.outcome == Outcome::Pending);
         RunOutput {
             events: self.q.events_processed(),
             peak_packets_in_flight: self.pool.peak_live(),
@@ -505,6 +506,7 @@ impl Sim {
             switches: self.switches,
             end,
             stopped_by_duration: stopped,
+            stalled,
             rc,
             faults: self.fault_totals,
             cc: self.cc_totals,
@@ -645,7 +647,13 @@ impl Sim {
             let rate = match (flow.outcome, flow.qp) {
                 (Outcome::Pending, slot) if slot != NO_QP && !self.qps[slot as usize].dead => {
                     let qp = &mut self.qps[slot as usize];
-                    match &mut qp.rp_fwd {
+                    // The data direction: requester to responder, or back for a READ.
+                    let rp = if self.rc.as_ref().is_some_and(|r| r.operation == Op::Read) {
+                        &mut qp.rp_rev
+                    } else {
+                        &mut qp.rp_fwd
+                    };
+                    match rp {
                         Some(rp) => {
                             rp.handle_timeout(now);
                             rp.rate_bps()
@@ -690,8 +698,18 @@ impl Sim {
             self.start_tx(self.topo.host_up(host), pkt, wire, now);
             return;
         }
-        // The data class may be paused (PFC) or out of credit (IB).
-        if !self.data_may_start(now, self.topo.host_up(host), self.max_wire) {
+        let port = self.topo.host_up(host);
+        // The data class may be paused (PFC).
+        if self.data_paused(now, port) {
+            return;
+        }
+        // A packet made earlier and held for lack of credit (IB) goes first.
+        if let Some(pkt) = self.hosts[host as usize].held {
+            let wire = self.pool.get(pkt).wire as u64;
+            if self.take_credits(now, port, wire) {
+                self.hosts[host as usize].held = None;
+                self.start_tx(port, pkt, wire, now);
+            }
             return;
         }
         // Try each listed job at most once.
@@ -742,9 +760,10 @@ impl Sim {
                 if self.cc.is_some() && self.rc.is_some() {
                     self.pace(now, job, wire);
                 }
-                let port = self.topo.host_up(host);
-                if let FlowControl::IbCredit { .. } = self.fc {
-                    self.ports[port as usize].credits -= credit_blocks(wire);
+                if !self.take_credits(now, port, wire) {
+                    // Wait for credit with the packet in hand (the stall is timed).
+                    self.hosts[host as usize].held = Some(pkt);
+                    return;
                 }
                 self.start_tx(port, pkt, wire, now);
                 return;
@@ -1091,6 +1110,13 @@ impl Sim {
         let pkt = w.pkt;
         if self.fault_loss(now, port, w.wire as u64) {
             let p = *self.pool.get(pkt);
+            // The receiver never buffered it: its credits go back (IB resynchronises
+            // credits with absolute counters, so a lost packet does not leak them).
+            if let FlowControl::IbCredit { update_delay, .. } = self.fc {
+                if !matches!(p.kind, PktKind::Ack | PktKind::Cnp) {
+                    self.return_credits(now, port, w.wire as u64, update_delay);
+                }
+            }
             self.pool.free(pkt);
             self.ports[port as usize].fault_losses += 1;
             self.flows[p.flow as usize].packets_dropped += 1;
@@ -1125,6 +1151,39 @@ impl Sim {
                 blocks: credit_blocks(wire) as u32,
             },
         );
+    }
+
+    /// Whether PFC holds `port`'s data class now (and if so, arranges a wake-up when the
+    /// pause runs out).
+    fn data_paused(&mut self, now: SimTime, port: PortId) -> bool {
+        let p = &mut self.ports[port as usize];
+        if p.paused_until > now {
+            if !p.wake_pending {
+                p.wake_pending = true;
+                let t = p.paused_until;
+                self.q.schedule(t, Event::PortWake { port });
+            }
+            return true;
+        }
+        false
+    }
+
+    /// IB: spends the credits for a `wire`-byte packet on `port`, or starts timing a
+    /// stall and returns false. Always true without IB credits.
+    fn take_credits(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
+        if let FlowControl::IbCredit { .. } = self.fc {
+            let p = &mut self.ports[port as usize];
+            let need = credit_blocks(wire);
+            if p.credits < need {
+                p.stall_since.get_or_insert(now);
+                return false;
+            }
+            p.credits -= need;
+            if let Some(s) = p.stall_since.take() {
+                p.stall_ps += now.0 - s.0;
+            }
+        }
+        true
     }
 
     /// Whether `port` may start a data packet of up to `wire` bytes now; if not, arranges
@@ -1314,7 +1373,8 @@ impl Sim {
         if slot == NO_QP || self.qps[slot as usize].dead || self.qps[slot as usize].gen != gen {
             // A straggler for a finished queue pair (a retransmission that crossed the
             // final ACK): nothing to do.
-            self.rc_totals.duplicate_packets += (p.kind != PktKind::Ack) as u64;
+            self.rc_totals.duplicate_packets +=
+                matches!(p.kind, PktKind::Data | PktKind::ReadRequest) as u64;
             return;
         }
         match p.kind {
@@ -1498,6 +1558,13 @@ impl Sim {
             admit(&self.sc.switch, swst.used, port.queued_bytes, wire)
         };
         if let Err(reason) = admitted {
+            debug_assert!(!self.fc.lossless(), "a lossless fabric dropped a packet");
+            if let FlowControl::IbCredit { update_delay, .. } = self.fc {
+                let ctrl = matches!(p.kind, PktKind::Ack | PktKind::Cnp);
+                if !ctrl {
+                    self.return_credits(now, in_port, wire, update_delay);
+                }
+            }
             self.drop_packet(out, pkt, reason);
             return;
         }

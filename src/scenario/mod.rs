@@ -246,7 +246,7 @@ impl Red {
     pub fn probability(&self, q: u64) -> f64 {
         if q <= self.kmin {
             0.0
-        } else if q >= self.kmax {
+        } else if q > self.kmax {
             1.0
         } else {
             self.pmax * (q - self.kmin) as f64 / (self.kmax - self.kmin) as f64
