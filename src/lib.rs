@@ -21,6 +21,7 @@ pub mod engine;
 pub mod fabric;
 pub mod host;
 pub mod metrics;
+pub mod nic;
 pub mod packet;
 pub mod report;
 pub mod rng;
