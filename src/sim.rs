@@ -624,35 +624,30 @@ impl Sim {
         let Some(ts) = &self.sc.timeseries else {
             return;
         };
+        let mut rows: Vec<(Metric, f64)> = Vec::with_capacity(3);
         let mut obj = 0u32;
         for &p in &ts.ports {
             let port = &self.ports[p as usize];
-            for (metric, value) in [
+            rows.extend([
                 (Metric::QueueBytes, port.queued_bytes as f64),
                 (Metric::Paused, (port.paused_until > now) as u8 as f64),
                 (Metric::TxBytes, port.tx_bytes as f64),
-            ] {
-                self.samples.push(Sample {
-                    time: now,
-                    object: obj,
-                    metric,
-                    value,
-                });
-            }
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
             obj += 1;
         }
         let line = self.topo.host_link.rate.0 as f64;
+        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
         for &f in &ts.flows {
             let flow = &self.flows[f as usize];
-            let rate = match (flow.outcome, flow.qp) {
-                (Outcome::Pending, slot) if slot != NO_QP && !self.qps[slot as usize].dead => {
-                    let qp = &mut self.qps[slot as usize];
+            let live_qp = flow.qp != NO_QP
+                && !self.qps[flow.qp as usize].dead
+                && self.qps[flow.qp as usize].gen == flow.qp_gen;
+            let rate = match flow.outcome {
+                Outcome::Pending if live_qp => {
+                    let qp = &mut self.qps[flow.qp as usize];
                     // The data direction: requester to responder, or back for a READ.
-                    let rp = if self.rc.as_ref().is_some_and(|r| r.operation == Op::Read) {
-                        &mut qp.rp_rev
-                    } else {
-                        &mut qp.rp_fwd
-                    };
+                    let rp = if read { &mut qp.rp_rev } else { &mut qp.rp_fwd };
                     match rp {
                         Some(rp) => {
                             rp.handle_timeout(now);
@@ -661,22 +656,33 @@ impl Sim {
                         None => line,
                     }
                 }
-                (Outcome::Pending, _) if flow.def.start <= now => line,
+                Outcome::Pending if flow.def.start <= now => line,
                 _ => 0.0,
             };
-            for (metric, value) in [
+            rows.extend([
                 (Metric::RateGbps, rate / 1e9),
-                (Metric::DeliveredBytes, flow.delivered as f64),
-            ] {
-                self.samples.push(Sample {
-                    time: now,
-                    object: obj,
-                    metric,
-                    value,
-                });
-            }
+                (
+                    Metric::DeliveredBytes,
+                    self.flows[f as usize].delivered as f64,
+                ),
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
             obj += 1;
         }
+    }
+
+    fn push_samples(
+        out: &mut Vec<Sample>,
+        time: SimTime,
+        object: u32,
+        rows: &mut Vec<(Metric, f64)>,
+    ) {
+        out.extend(rows.drain(..).map(|(metric, value)| Sample {
+            time,
+            object,
+            metric,
+            value,
+        }));
     }
 
     /// Returns whether the queue pair was still live.
