@@ -1,22 +1,11 @@
 //! Lossless fabrics: PFC and InfiniBand credits never drop; pauses spread to innocent
 //! flows; DCQCN relieves them.
 
-use doorbell::metrics::summarize;
-use doorbell::scenario::{parse_str, Overrides, Scenario};
-use doorbell::sim::run;
+mod common;
+use common::scenario_with as scenario;
 
-fn scenario(yaml: &str, set: &[&str]) -> Scenario {
-    parse_str(
-        yaml,
-        "l.yaml",
-        "l",
-        &Overrides {
-            seed: None,
-            set: set.iter().map(|s| s.to_string()).collect(),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
+use doorbell::metrics::summarize;
+use doorbell::sim::run;
 
 /// 32 senders on three leaves, 1 MB each, into host 0: 32 MB through a switch with a
 /// 4 MiB buffer. `FABRIC_LATENCY` sets the leaf-spine cable.

@@ -5,10 +5,13 @@
 //! picoseconds and every delay involved is a whole number of them. Scenarios are inline
 //! YAML, as a user would write them.
 
+mod common;
+use common::{fct_ps, scenario};
+
 use doorbell::analytic::base_rtt;
 use doorbell::metrics::summarize;
 use doorbell::packet::{AETH_BYTES, RETH_BYTES};
-use doorbell::scenario::{parse_str, Overrides, Scenario};
+use doorbell::scenario::Scenario;
 use doorbell::sim::{run, Outcome, RcTotals, RunOutput};
 use doorbell::transport::rc::WcStatus;
 use doorbell::units::{serialization_delay, BitsPerSec};
@@ -45,16 +48,6 @@ const DATA_WIRE: u64 = MTU + OVERHEAD;
 const ACK_WIRE: u64 = OVERHEAD + AETH_BYTES;
 /// Seeds averaged over in the loss-rate test.
 const SEEDS: [u64; 4] = [1, 2, 3, 4];
-
-fn scenario(yaml: &str) -> Scenario {
-    parse_str(yaml, "inline.yaml", "inline", &Overrides::default())
-        .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
-}
-
-fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
-    let f = &out.flows[flow];
-    f.finish.expect("flow completed").0 - f.def.start.0
-}
 
 fn totals(out: &RunOutput) -> RcTotals {
     out.rc.expect("RC transport")

@@ -3,21 +3,13 @@
 //! Each test states the analytic figure, where it comes from and why its tolerance is what
 //! it is. Scenarios are written inline as YAML so each test reads as a user would write it.
 
+mod common;
+use common::{fct_ps, scenario};
+
 use doorbell::analytic::md1_mean_wait;
 use doorbell::metrics::summarize;
-use doorbell::scenario::{parse_str, Overrides, Scenario};
-use doorbell::sim::{run, RunOutput};
+use doorbell::sim::run;
 use doorbell::units::{serialization_delay, BitsPerSec};
-
-fn scenario(yaml: &str) -> Scenario {
-    parse_str(yaml, "inline.yaml", "inline", &Overrides::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
-    let f = &out.flows[flow];
-    f.finish.expect("flow completed").0 - f.def.start.0
-}
 
 const TWO_HOP: &str = "
 seed: 1
