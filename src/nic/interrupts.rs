@@ -200,21 +200,22 @@ impl InterruptModerator {
 mod tests {
     use super::*;
 
-    /// Drives a moderator with periodic completions every `gap` for `n` completions and
-    /// returns the interrupts per second over the span.
-    fn rate(m: &mut InterruptModerator, gap: SimDuration, n: u64) -> f64 {
-        let mut t = SimTime::ZERO;
+    /// Feeds `n` completions every `gap` from `t`, firing due timers before each (a timer
+    /// and a completion at the same instant: the timer first). Returns the time after.
+    fn drive(m: &mut InterruptModerator, mut t: SimTime, gap: SimDuration, n: u64) -> SimTime {
         for _ in 0..n {
-            // Timers due before this completion fire first.
-            while let Some(due) = m.next_timeout() {
-                if due > t {
-                    break;
-                }
+            while let Some(due) = m.next_timeout().filter(|&d| d <= t) {
                 m.handle_timeout(due);
             }
             m.on_completion(t);
             t += gap;
         }
+        t
+    }
+
+    /// Interrupts per second for `n` periodic completions every `gap`.
+    fn rate(m: &mut InterruptModerator, gap: SimDuration, n: u64) -> f64 {
+        drive(m, SimTime::ZERO, gap, n);
         if let Some(due) = m.next_timeout() {
             m.handle_timeout(due);
         }
@@ -274,13 +275,7 @@ mod tests {
         // A rising completion rate: the gap halves every 2000 completions.
         let mut gap = 8_000_000u64;
         for _ in 0..8 {
-            for _ in 0..2000 {
-                while let Some(due) = m.next_timeout().filter(|&d| d <= t) {
-                    m.handle_timeout(due);
-                }
-                m.on_completion(t);
-                t += SimDuration(gap);
-            }
+            t = drive(&mut m, t, SimDuration(gap), 2000);
             gap /= 2;
         }
         let high = m.level();
@@ -288,13 +283,7 @@ mod tests {
         // Then a falling rate.
         for _ in 0..8 {
             gap *= 2;
-            for _ in 0..2000 {
-                while let Some(due) = m.next_timeout().filter(|&d| d <= t) {
-                    m.handle_timeout(due);
-                }
-                m.on_completion(t);
-                t += SimDuration(gap);
-            }
+            t = drive(&mut m, t, SimDuration(gap), 2000);
         }
         assert!(
             m.level() < high,

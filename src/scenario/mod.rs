@@ -805,26 +805,25 @@ fn resolve_cc(
 }
 
 fn resolve_link_faults(path: &str, f: &LinkFaultSpec, base: LinkFaults) -> VResult<LinkFaults> {
-    let mut out = base;
-    if let Some(b) = f.ber {
-        if !(0.0..1.0).contains(&b) {
-            return err(
-                format!("{path}.ber"),
-                format!("expected a bit error rate in [0, 1), found {b}"),
-            );
+    let check = |field: &str, what: &str, v: Option<f64>, default: f64| -> VResult<f64> {
+        match v {
+            None => Ok(default),
+            Some(x) if (0.0..1.0).contains(&x) => Ok(x),
+            Some(x) => err(
+                format!("{path}.{field}"),
+                format!("expected {what} in [0, 1), found {x}"),
+            ),
         }
-        out.ber = b;
-    }
-    if let Some(d) = f.drop_probability {
-        if !(0.0..1.0).contains(&d) {
-            return err(
-                format!("{path}.drop_probability"),
-                format!("expected a probability in [0, 1), found {d}"),
-            );
-        }
-        out.drop_probability = d;
-    }
-    Ok(out)
+    };
+    Ok(LinkFaults {
+        ber: check("ber", "a bit error rate", f.ber, base.ber)?,
+        drop_probability: check(
+            "drop_probability",
+            "a probability",
+            f.drop_probability,
+            base.drop_probability,
+        )?,
+    })
 }
 
 fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
