@@ -39,6 +39,7 @@ pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
             s.flow_control = set.flow_control;
             s.cc = set.cc;
             s.ecn = set.ecn;
+            s.host = set.host.clone();
             s.compare.clear();
             let out = run(&s);
             let summary = summarize(&s, &out);
@@ -297,6 +298,98 @@ pub fn render_window_table(rows: &[WindowRow]) -> String {
                 r.analytic_gbps,
                 r.measured_gbps / r.analytic_gbps,
                 mark
+            );
+        }
+    }
+    o
+}
+
+/// `host.csv`: the host model's figures, one row per set and workload item (latency and
+/// message rate of that item's messages; interrupts and CPU of the busiest host it uses),
+/// when the sets have a `host:` section.
+pub fn host_csv(sets: &[SetResult]) -> Option<String> {
+    if !sets.iter().any(|s| s.summary.host.is_some()) {
+        return None;
+    }
+    let mut o = String::from(
+        "set,workload,kind,posting,memory,completion,blueflame,doorbell_batch,messages,latency_mean_us,latency_p99_us,messages_per_s,interrupts_per_s_max,cpu_util_max,cpu_posting,cpu_interrupts,cpu_copies,cpu_polling,cpu_proxy\n",
+    );
+    for s in sets {
+        let (Some(h), Some(cfg)) = (&s.summary.host, &s.scenario.host) else {
+            continue;
+        };
+        let c = &h.cpu_util;
+        for w in &h.by_workload {
+            let kind = s
+                .scenario
+                .workload
+                .get(w.workload as usize)
+                .map_or("?", |x| x.kind());
+            let posting = s
+                .scenario
+                .posting
+                .get(w.workload as usize)
+                .copied()
+                .flatten()
+                .unwrap_or(cfg.posting);
+            let _ = writeln!(
+                o,
+                "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                s.name,
+                w.workload,
+                posting.name(),
+                h.memory,
+                h.completion,
+                cfg.blueflame,
+                cfg.doorbell_batch,
+                w.messages,
+                w.latency_mean_us,
+                w.latency_p99_us,
+                w.messages_per_s,
+                w.interrupts_per_s_max,
+                w.cpu_util_max,
+                c.posting,
+                c.interrupts,
+                c.copies,
+                c.polling,
+                c.proxy
+            );
+        }
+    }
+    Some(o)
+}
+
+/// The host model's side-by-side table: a row per set and workload item.
+pub fn render_host_table(sets: &[SetResult]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<22} {:<12} {:>9} {:>5} {:>26} {:>11} {:>11} {:>10} {:>10} {:>8}",
+        "set", "workload", "posting", "mem", "completion", "lat mean", "lat p99", "msgs/s", "irq/s max", "CPU max"
+    );
+    for s in sets {
+        let Some(h) = &s.summary.host else {
+            continue;
+        };
+        for w in &h.by_workload {
+            let kind = s
+                .scenario
+                .workload
+                .get(w.workload as usize)
+                .map_or("?", |x| x.kind());
+            let _ = writeln!(
+                o,
+                "{:<22} {:<12} {:>9} {:>5} {:>26} {:>8.3} us {:>8.3} us {:>9.3}M {:>10.0} {:>7.2}%",
+                s.name,
+                format!("{}:{kind}", w.workload),
+                h.posting,
+                h.memory,
+                h.completion,
+                w.latency_mean_us,
+                w.latency_p99_us,
+                w.messages_per_s / 1e6,
+                w.interrupts_per_s_max,
+                w.cpu_util_max * 100.0
             );
         }
     }

@@ -157,6 +157,11 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         std::fs::write(dir.join("window.csv"), compare::window_csv(&windows))
             .with_context(|| format!("writing {}", dir.join("window.csv").display()))?;
     }
+    let host_csv = compare::host_csv(&sets);
+    if let Some(csv) = &host_csv {
+        std::fs::write(dir.join("host.csv"), csv)
+            .with_context(|| format!("writing {}", dir.join("host.csv").display()))?;
+    }
     if !quiet {
         println!(
             "doorbell: {} (seed {}), {} RC parameter sets",
@@ -169,10 +174,14 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         if varied_window {
             print!("{}", compare::render_window_table(&windows));
         }
+        if host_csv.is_some() {
+            print!("{}", compare::render_host_table(&sets));
+        }
         println!(
-            "results  {}/{{compare.csv{}}} and one folder per set",
+            "results  {}/{{compare.csv{}{}}} and one folder per set",
             dir.display(),
-            if varied_window { ", window.csv" } else { "" }
+            if varied_window { ", window.csv" } else { "" },
+            if host_csv.is_some() { ", host.csv" } else { "" }
         );
     }
     Ok(())

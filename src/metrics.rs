@@ -15,6 +15,9 @@ use crate::topology::Tier;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+pub mod host;
+pub use host::HostSummary;
+
 /// Rounds to 4 decimals so that reports stay readable (and stay deterministic).
 pub fn r4(x: f64) -> f64 {
     (x * 1e4).round() / 1e4
@@ -196,6 +199,9 @@ pub struct Summary {
     pub pfc: PfcSummary,
     pub credit: CreditSummary,
     pub events: u64,
+    /// The host model's figures, when the scenario has `host:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostSummary>,
 }
 
 /// Time per tier, microseconds (tiers: host_to_leaf, leaf_to_spine, spine_to_leaf,
@@ -574,6 +580,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             rate_cuts: out.cc.rate_cuts,
         }),
         events: out.events,
+        host: out.host.as_ref().map(|h| host::summarize_host(h, &out.flows, out.end)),
     }
 }
 

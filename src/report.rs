@@ -40,7 +40,17 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         w,
-        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us"
+        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us{}",
+        if out.host.is_some() {
+            // End-to-end latency and its stages, in exact picoseconds.
+            let mut h = String::from(",posting,latency_ps");
+            for s in crate::sim::STAGES {
+                h.push_str(&format!(",{s}_ps"));
+            }
+            h
+        } else {
+            String::new()
+        }
     )?;
     for (i, f) in out.flows.iter().enumerate() {
         let kind = sc
@@ -82,9 +92,25 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
                 },
             ),
         };
+        let host_cols = match &out.host {
+            None => String::new(),
+            Some(h) => {
+                let m = &h.msgs[i];
+                let mut c = format!(",{}", m.mode.name());
+                if m.done() {
+                    c.push_str(&format!(",{}", m.t[crate::sim::T_DONE] - m.t[crate::sim::T_START]));
+                    for k in 0..crate::sim::STAGES.len() {
+                        c.push_str(&format!(",{}", m.t[k + 1] - m.t[k]));
+                    }
+                } else {
+                    c.push_str(&",".repeat(1 + crate::sim::STAGES.len()));
+                }
+                c
+            }
+        };
         writeln!(
             w,
-            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{},{status},{}",
+            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{},{status},{}{host_cols}",
             f.def.workload,
             f.def.src,
             f.def.dst,
@@ -416,5 +442,51 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
             f.corrupted_packets, f.random_drops, f.flap_drops
         );
     }
+    if let Some(h) = &s.host {
+        o.push_str(&render_host(h));
+    }
+    o
+}
+
+/// The host model's lines of the run summary.
+pub fn render_host(h: &crate::metrics::HostSummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "host     posting {}, {} memory, completions by {}; {} messages done, {:.3} M messages/s",
+        h.posting,
+        h.memory,
+        h.completion,
+        h.messages,
+        h.messages_per_s / 1e6
+    );
+    o.push_str(&pct_line("latency", "us", &h.latency_us));
+    let mut line = String::from("  stages mean (p99) us:");
+    for st in &h.breakdown {
+        let _ = write!(line, " {} {:.3} ({:.3})", st.stage, st.mean_us, st.p99_us);
+    }
+    let _ = writeln!(o, "{line}");
+    let c = &h.cpu_util;
+    let _ = writeln!(
+        o,
+        "  interrupts {} ({:.0}/s per host mean, {:.0} max; busiest IRQ core {:.1}% busy); CPU {:.2}% of {} cores mean, {:.2}% max (posting {:.2}%, interrupts {:.2}%, copies {:.2}%, polling {:.2}%, proxy {:.2}%)",
+        h.interrupts,
+        h.interrupts_per_s.mean,
+        h.interrupts_per_s.max,
+        h.interrupt_core_max * 100.0,
+        c.mean * 100.0,
+        h.cores_per_host,
+        c.max * 100.0,
+        c.posting * 100.0,
+        c.interrupts * 100.0,
+        c.copies * 100.0,
+        c.polling * 100.0,
+        c.proxy * 100.0
+    );
+    let _ = writeln!(
+        o,
+        "  {} doorbells, {} WQE fetches, {} B over PCIe, {} completions",
+        h.doorbells, h.wqe_fetches, h.pcie_bytes, h.completions
+    );
     o
 }

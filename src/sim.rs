@@ -58,6 +58,13 @@ use rand::Rng;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+mod host_model;
+pub use host_model::{
+    HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
+    CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,
+};
+use host_model::HostModel;
+
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -119,6 +126,9 @@ struct Qp {
     read_listed: bool,
     /// Finished; the slot is reused once no host lists it.
     dead: bool,
+    /// Work requests posted by software and still in the host/NIC pipeline (not yet
+    /// known to the requester).
+    in_pipeline: u32,
     /// Bumped each time the slot is reused.
     gen: u32,
     /// DCQCN rate limiters: requester to responder (WRITE/SEND data), and responder to
@@ -232,6 +242,8 @@ pub struct RunOutput {
     pub samples: Vec<Sample>,
     /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
     pub wall_seconds: f64,
+    /// The host model's counters and message timestamps, when `host:` is set.
+    pub host: Option<HostOutput>,
 }
 
 /// Per-port fault state.
@@ -283,6 +295,16 @@ pub struct Sim {
     header: u64,
     cut_through: bool,
     switch_latency: SimDuration,
+    /// Host and NIC model (`host:`), if any.
+    hostm: Option<HostModel>,
+    /// Flows waiting for a flow to be done: the first, and each one's next sibling.
+    dep_head: Vec<FlowId>,
+    dep_next: Vec<FlowId>,
+    /// Reused buffers: READs delivered, sends completed and backlog flows to post,
+    /// gathered while a queue pair is borrowed.
+    completed: Vec<FlowId>,
+    send_completed: Vec<FlowId>,
+    to_post: Vec<FlowId>,
 }
 
 impl Sim {
@@ -355,7 +377,18 @@ impl Sim {
         let hosts = (0..topo.hosts()).map(|_| Host::default()).collect();
         // Only the next flow start is ever on the heap: the heap holds what is in
         // flight, not the whole workload.
-        let mut start_order: Vec<FlowId> = (0..flows.len() as FlowId).collect();
+        // Flows that wait for another start when it is done, not by the clock.
+        let mut dep_head = vec![FlowId::MAX; flows.len()];
+        let mut dep_next = vec![FlowId::MAX; flows.len()];
+        for (i, f) in flows.iter().enumerate().rev() {
+            if let Some(a) = f.def.after {
+                dep_next[i] = dep_head[a as usize];
+                dep_head[a as usize] = i as FlowId;
+            }
+        }
+        let mut start_order: Vec<FlowId> = (0..flows.len() as FlowId)
+            .filter(|&i| flows[i as usize].def.after.is_none())
+            .collect();
         start_order.sort_by_key(|&i| (flows[i as usize].def.start, i));
         let mut q = EventQueue::new();
         if let Some(&first) = start_order.first() {
@@ -371,7 +404,17 @@ impl Sim {
         if sc.timeseries.is_some() {
             q.schedule(SimTime::ZERO, Event::Sample);
         }
+        let hostm = sc
+            .host
+            .as_ref()
+            .map(|h| HostModel::new(h, topo.hosts(), flows.len(), &sc.posting));
         Sim {
+            completed: Vec::new(),
+            send_completed: Vec::new(),
+            to_post: Vec::new(),
+            hostm,
+            dep_head,
+            dep_next,
             q,
             start_order,
             next_start: 0,
@@ -482,6 +525,15 @@ impl Sim {
                     true
                 }
                 Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
+                Event::FlowStage { flow, stage } => {
+                    self.on_flow_stage(now, flow, stage);
+                    true
+                }
+                Event::PosterDone { nic, poster } => {
+                    self.on_poster_done(now, nic, poster);
+                    true
+                }
+                Event::Irq { nic } => self.on_irq_timer(now, nic),
             };
             if acted {
                 last = now;
@@ -512,6 +564,7 @@ impl Sim {
             cc: self.cc_totals,
             samples: self.samples,
             wall_seconds: wall.elapsed().as_secs_f64(),
+            host: self.hostm.map(HostModel::into_output),
         }
     }
 
@@ -522,12 +575,17 @@ impl Sim {
     }
 
     fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
-        self.next_start += 1;
-        if let Some(&next) = self.start_order.get(self.next_start) {
-            self.q.schedule(
-                self.flows[next as usize].def.start,
-                Event::FlowStart { flow: next },
-            );
+        if self.flows[flow as usize].def.after.is_some() {
+            // Started by the flow it waited for: its start is now.
+            self.flows[flow as usize].def.start = now;
+        } else {
+            self.next_start += 1;
+            if let Some(&next) = self.start_order.get(self.next_start) {
+                self.q.schedule(
+                    self.flows[next as usize].def.start,
+                    Event::FlowStart { flow: next },
+                );
+            }
         }
         let src = self.flows[flow as usize].def.src;
         let job = match &self.rc {
@@ -550,14 +608,10 @@ impl Sim {
                     let qp = &mut self.qps[slot as usize];
                     self.flows[flow as usize].qp = slot;
                     self.flows[flow as usize].qp_gen = qp.gen;
-                    if qp.req.outstanding_wrs() < max_send_wr as usize {
-                        qp.req
-                            .post(flow as u64, op, self.flows[flow as usize].def.size);
-                        if !qp.req_listed {
-                            qp.req_listed = true;
-                            self.hosts[src as usize].activate(job_requester(slot));
-                        }
-                        self.kick(now, src);
+                    if qp.req.outstanding_wrs() + (qp.in_pipeline as usize)
+                        < max_send_wr as usize
+                    {
+                        self.post_wr(now, slot, flow);
                     } else {
                         qp.backlog.push_back(flow);
                     }
@@ -569,9 +623,10 @@ impl Sim {
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
                 let line = self.topo.host_link.rate.0 as f64;
                 let resp = Responder::new(params, posted_now);
-                let mut req = Requester::new(params, posted_now);
-                req.post(flow as u64, op, self.flows[flow as usize].def.size);
+                let req = Requester::new(params, posted_now);
+                let _ = op;
                 let qp = Qp {
+                    in_pipeline: 0,
                     src,
                     dst,
                     backlog: VecDeque::new(),
@@ -579,7 +634,7 @@ impl Sim {
                     req,
                     resp,
                     timer_at: None,
-                    req_listed: true,
+                    req_listed: false,
                     read_next_psn: 0,
                     read_left: 0,
                     read_listed: false,
@@ -613,10 +668,35 @@ impl Sim {
                     self.q
                         .schedule(now + delay, Event::RecvPost { qp: slot, gen });
                 }
-                job_requester(slot)
+                self.post_wr(now, slot, flow);
+                return;
             }
         };
+        if self.hostm.is_some() {
+            self.begin_post(now, flow);
+            return;
+        }
         self.hosts[src as usize].activate(job);
+        self.kick(now, src);
+    }
+
+    /// The application posts `flow` on queue pair `slot` (which has room): at once
+    /// without a host model, else through the host and NIC pipeline.
+    fn post_wr(&mut self, now: SimTime, slot: u32, flow: FlowId) {
+        if self.hostm.is_some() {
+            self.qps[slot as usize].in_pipeline += 1;
+            self.begin_post(now, flow);
+            return;
+        }
+        let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
+        let size = self.flows[flow as usize].def.size;
+        let qp = &mut self.qps[slot as usize];
+        let src = qp.src;
+        qp.req.post(flow as u64, op, size);
+        if !qp.req_listed {
+            qp.req_listed = true;
+            self.hosts[src as usize].activate(job_requester(slot));
+        }
         self.kick(now, src);
     }
 
@@ -721,6 +801,14 @@ impl Sim {
         // Try each listed job at most once.
         let mut tries = self.hosts[host as usize].jobs();
         let mut wake: Option<SimTime> = None;
+        if let Some(h) = &self.hostm {
+            // The NIC's payload DMA has not read the next packet's bytes yet.
+            let t = h.dma_next(host);
+            if t > now && tries > 0 {
+                tries = 0;
+                wake = Some(t);
+            }
+        }
         while tries > 0 {
             tries -= 1;
             let Some(job) = self.hosts[host as usize].pop_job() else {
@@ -763,6 +851,15 @@ impl Sim {
                     self.hosts[host as usize].activate(job);
                 }
                 let wire = self.pool.get(pkt).wire as u64;
+                if self.hostm.is_some() {
+                    let (flow, payload) = {
+                        let p = self.pool.get(pkt);
+                        (p.flow, p.payload as u64)
+                    };
+                    if payload > 0 {
+                        self.dma_read(now, host, flow, payload);
+                    }
+                }
                 if self.cc.is_some() && self.rc.is_some() {
                     self.pace(now, job, wire);
                 }
@@ -949,6 +1046,7 @@ impl Sim {
     fn after_requester_input(&mut self, now: SimTime, slot: u32) {
         let max_send_wr = self.rc.as_ref().map_or(1, |r| r.max_send_wr) as usize;
         let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
+        let host_model = self.hostm.is_some();
         let qp = &mut self.qps[slot as usize];
         while let Some(c) = qp.req.pop_completion() {
             let f = &mut self.flows[c.wr_id as usize];
@@ -956,8 +1054,16 @@ impl Sim {
                 WcStatus::Success => {
                     // WRITE and SEND finished when their last byte landed; a READ when
                     // its last response did, which is now.
+                    let first = f.finish.is_none();
                     f.finish.get_or_insert(now);
                     f.outcome = Outcome::Completed;
+                    if op == Op::Read {
+                        if first {
+                            self.completed.push(c.wr_id as FlowId);
+                        }
+                    } else if host_model {
+                        self.send_completed.push(c.wr_id as FlowId);
+                    }
                 }
                 status => {
                     if status != WcStatus::Flushed {
@@ -971,10 +1077,15 @@ impl Sim {
             }
         }
         // Flows waiting for send-queue room get it (or are flushed with the queue pair).
-        while qp.req.outstanding_wrs() < max_send_wr {
+        while qp.req.outstanding_wrs() + (qp.in_pipeline as usize) < max_send_wr {
             let Some(next) = qp.backlog.pop_front() else {
                 break;
             };
+            if host_model {
+                qp.in_pipeline += 1;
+                self.to_post.push(next);
+                continue;
+            }
             qp.req
                 .post(next as u64, op, self.flows[next as usize].def.size);
             if let Some(c) = qp.req.pop_completion() {
@@ -985,7 +1096,13 @@ impl Sim {
             }
         }
         let src = qp.src;
-        if qp.req.outstanding_wrs() == 0 && qp.read_left == 0 && qp.backlog.is_empty() {
+        self.after_completions(now);
+        let qp = &mut self.qps[slot as usize];
+        if qp.req.outstanding_wrs() == 0
+            && qp.read_left == 0
+            && qp.backlog.is_empty()
+            && qp.in_pipeline == 0
+        {
             // Done: keep its counters and retire the queue pair.
             self.rc_totals.add(&qp.req.stats);
             self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
@@ -1005,6 +1122,32 @@ impl Sim {
         }
         self.sync_timer(slot);
         self.kick(now, src);
+    }
+
+    /// Hands on what `after_requester_input` collected: READs delivered, sends
+    /// completed, backlog flows to post through the host pipeline.
+    fn after_completions(&mut self, now: SimTime) {
+        let mut i = 0;
+        while i < self.completed.len() {
+            let f = self.completed[i];
+            self.on_delivered(now, f);
+            i += 1;
+        }
+        self.completed.clear();
+        i = 0;
+        while i < self.send_completed.len() {
+            let f = self.send_completed[i];
+            self.on_send_completed(now, f);
+            i += 1;
+        }
+        self.send_completed.clear();
+        i = 0;
+        while i < self.to_post.len() {
+            let f = self.to_post[i];
+            self.begin_post(now, f);
+            i += 1;
+        }
+        self.to_post.clear();
     }
 
     /// Starts serializing `pkt` (`wire` bytes) on `port` at `start` (>= now) and schedules
@@ -1369,6 +1512,7 @@ impl Sim {
             if f.delivered == f.def.size {
                 f.finish = Some(now);
                 f.outcome = Outcome::Completed;
+                self.on_delivered(now, p.flow);
             }
             return;
         }
@@ -1493,8 +1637,9 @@ impl Sim {
         }
         let f = &mut self.flows[p.flow as usize];
         f.delivered += a.deliver as u64;
-        if a.message_done {
-            f.finish.get_or_insert(now);
+        if a.message_done && f.finish.is_none() {
+            f.finish = Some(now);
+            self.on_delivered(now, p.flow);
         }
         if let Some(ack) = a.reply {
             let mut r = self.new_packet(p.flow, p.dst, p.src, PktKind::Ack);

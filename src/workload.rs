@@ -45,6 +45,22 @@ pub enum Workload {
         size: u64,
         start: SimDuration,
     },
+    /// `count` messages, one every `interval`.
+    Stream {
+        src: u32,
+        dst: u32,
+        size: u64,
+        count: u32,
+        interval: SimDuration,
+        start: SimDuration,
+    },
+    /// `iterations` round trips between `hosts[0]` and `hosts[1]`.
+    PingPong {
+        hosts: [u32; 2],
+        size: u64,
+        iterations: u32,
+        start: SimDuration,
+    },
     Poisson {
         /// Offered payload load per sender as a fraction of its host link rate.
         load: f64,
@@ -64,6 +80,8 @@ impl Workload {
             Workload::Incast { .. } => "incast",
             Workload::AllToAll { .. } => "all_to_all",
             Workload::Poisson { .. } => "poisson",
+            Workload::Stream { .. } => "stream",
+            Workload::PingPong { .. } => "ping_pong",
         }
     }
 }
@@ -236,6 +254,10 @@ pub struct FlowDef {
     pub start: SimTime,
     /// Index of the workload item that made it.
     pub workload: u16,
+    /// A flow that starts only when this one (by index) is done: received, and with a
+    /// host model, notified and copied back (a ping-pong's reply). Its `start` is then
+    /// the earliest it may start.
+    pub after: Option<u32>,
 }
 
 /// Expands workload items into flows. `host_rate_bps` sizes Poisson arrivals.
@@ -252,6 +274,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                 size: f.size,
                 start: at(f.start),
                 workload: w,
+                after: None,
             })),
             Workload::Permutation { size, start } => {
                 // Sattolo's algorithm: a uniformly random single cycle, so no host sends
@@ -268,6 +291,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                         size: *size,
                         start: at(*start),
                         workload: w,
+                after: None,
                     });
                 }
             }
@@ -291,6 +315,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                         size: *size,
                         start: at(*start),
                         workload: w,
+                after: None,
                     });
                 }
             }
@@ -304,9 +329,48 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                                 size: *size,
                                 start: at(*start),
                                 workload: w,
+                after: None,
                             });
                         }
                     }
+                }
+            }
+            Workload::Stream {
+                src,
+                dst,
+                size,
+                count,
+                interval,
+                start,
+            } => {
+                for k in 0..*count as u64 {
+                    flows.push(FlowDef {
+                        src: *src,
+                        dst: *dst,
+                        size: *size,
+                        start: SimTime(start.0 + k * interval.0),
+                        workload: w,
+                        after: None,
+                    });
+                }
+            }
+            Workload::PingPong {
+                hosts: [a, b],
+                size,
+                iterations,
+                start,
+            } => {
+                for k in 0..2 * *iterations {
+                    let (src, dst) = if k % 2 == 0 { (*a, *b) } else { (*b, *a) };
+                    let after = (k > 0).then(|| flows.len() as u32 - 1);
+                    flows.push(FlowDef {
+                        src,
+                        dst,
+                        size: *size,
+                        start: at(*start),
+                        workload: w,
+                        after,
+                    });
                 }
             }
             Workload::Poisson {
@@ -342,6 +406,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                             size,
                             start: SimTime(t as u64),
                             workload: w,
+                after: None,
                         });
                     }
                 }

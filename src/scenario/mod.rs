@@ -17,6 +17,8 @@ use crate::topology::{LinkParams, Topology};
 use crate::transport::rc::{Op, RcParams, PSN_MASK};
 use crate::units::SimDuration;
 use crate::workload::{SizeDist, Workload};
+use crate::nic::config::HostConfig;
+use schema::PostingMode;
 use schema::{
     FaultsSpec, Forwarding, LinkFaultSpec, OperationSpec, RcSpec, Routing, ScenarioFile,
     TransportMode, WorkloadSpec,
@@ -170,6 +172,11 @@ pub struct Scenario {
     pub cc: Option<DcqcnParams>,
     pub flow_control: FlowControl,
     pub timeseries: Option<Timeseries>,
+    /// The host model (`host:`); `None`: hosts post instantly and learn of completions
+    /// for free.
+    pub host: Option<HostConfig>,
+    /// Posting mode per workload item, when it overrides `host.posting`.
+    pub posting: Vec<Option<PostingMode>>,
 }
 
 /// What to sample over time.
@@ -230,6 +237,7 @@ pub struct CompareSet {
     pub flow_control: FlowControl,
     pub cc: Option<DcqcnParams>,
     pub ecn: [Option<Red>; 4],
+    pub host: Option<HostConfig>,
 }
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -1080,7 +1088,18 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         }
     };
     let mut workload = Vec::with_capacity(f.workload.len());
+    let mut workload_posting: Vec<(String, Option<PostingMode>)> = Vec::new();
     for (i, w) in f.workload.into_iter().enumerate() {
+        let (kind, posting) = match &w {
+            WorkloadSpec::Flows(_) => ("flows", None),
+            WorkloadSpec::Permutation(s) => ("permutation", s.posting),
+            WorkloadSpec::Incast(s) => ("incast", s.posting),
+            WorkloadSpec::AllToAll(s) => ("all_to_all", s.posting),
+            WorkloadSpec::Poisson(s) => ("poisson", s.posting),
+            WorkloadSpec::Stream(s) => ("stream", s.posting),
+            WorkloadSpec::PingPong(s) => ("ping_pong", s.posting),
+        };
+        workload_posting.push((format!("workload[{i}].{kind}.posting"), posting));
         let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
         let start = |s: Option<schema::Duration>| s.map(|d| d.0).unwrap_or_default();
         let item = match w {
@@ -1154,6 +1173,67 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                 }
                 Workload::AllToAll {
                     size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Stream(s) => {
+                host_check(p("stream", "src"), s.src)?;
+                host_check(p("stream", "dst"), s.dst)?;
+                if s.src == s.dst {
+                    return err(
+                        p("stream", "dst"),
+                        format!("a stream needs two different hosts, found src = dst = {}", s.src),
+                    );
+                }
+                if s.count == 0 || s.count as f64 > MAX_FLOWS {
+                    return err(
+                        p("stream", "count"),
+                        format!("expected 1 to {MAX_FLOWS} messages, found {}", s.count),
+                    );
+                }
+                check_size(p("stream", "size"), s.size.0 .0, mtu)?;
+                let st = start(s.start);
+                let interval = start(s.interval);
+                check_time(p("stream", "start"), st)?;
+                check_time(
+                    p("stream", "interval"),
+                    SimDuration(st.0.saturating_add(interval.0.saturating_mul(s.count as u64))),
+                )?;
+                Workload::Stream {
+                    src: s.src,
+                    dst: s.dst,
+                    size: s.size.0 .0,
+                    count: s.count,
+                    interval,
+                    start: st,
+                }
+            }
+            WorkloadSpec::PingPong(s) => {
+                let [a, b] = s.hosts;
+                host_check(format!("workload[{i}].ping_pong.hosts[0]"), a)?;
+                host_check(format!("workload[{i}].ping_pong.hosts[1]"), b)?;
+                if a == b {
+                    return err(
+                        p("ping_pong", "hosts"),
+                        format!("a ping-pong needs two different hosts, found {a} twice"),
+                    );
+                }
+                if s.iterations == 0 || 2.0 * s.iterations as f64 > MAX_FLOWS {
+                    return err(
+                        p("ping_pong", "iterations"),
+                        format!(
+                            "expected 1 to {} round trips, found {}",
+                            MAX_FLOWS / 2.0,
+                            s.iterations
+                        ),
+                    );
+                }
+                check_size(p("ping_pong", "size"), s.size.0 .0, mtu)?;
+                check_time(p("ping_pong", "start"), start(s.start))?;
+                Workload::PingPong {
+                    hosts: s.hosts,
+                    size: s.size.0 .0,
+                    iterations: s.iterations,
                     start: start(s.start),
                 }
             }
@@ -1247,6 +1327,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             | Workload::Incast { size, .. }
             | Workload::AllToAll { size, .. } => *size,
             Workload::Poisson { dist, .. } => dist.max(),
+            Workload::Stream { size, .. } | Workload::PingPong { size, .. } => *size,
         };
         let packets = biggest.div_ceil(mtu);
         let wire = biggest + packets * (encapsulation.overhead_bytes() + 16);
@@ -1269,6 +1350,34 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // The largest packet: a full MTU with the RETH of a first WRITE packet.
     let flow_control =
         resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
+    let resolve_host_at = |spec: &schema::HostSpec, at: &str| -> VResult<HostConfig> {
+        let h = crate::nic::config::resolve(spec, topology.hosts())
+            .map_err(|(p, m)| (format!("{at}.{p}"), m))?;
+        // Every mode in use must have a data path on every NIC.
+        for nic in 0..h.nics_per_host {
+            h.data_path(nic, h.posting)
+                .map_err(|m| (format!("{at}.posting"), m))?;
+            for (path, mode) in &workload_posting {
+                if let Some(mode) = mode {
+                    h.data_path(nic, *mode).map_err(|m| (path.clone(), m))?;
+                }
+            }
+        }
+        Ok(h)
+    };
+    let host = match &f.host {
+        Some(spec) => Some(resolve_host_at(spec, "host")?),
+        None => {
+            if let Some((path, _)) = workload_posting.iter().find(|(_, m)| m.is_some()) {
+                return err(
+                    path.clone(),
+                    "a posting mode needs the host model: add a `host:` section",
+                );
+            }
+            None
+        }
+    };
+    let posting: Vec<Option<PostingMode>> = workload_posting.iter().map(|(_, m)| *m).collect();
     let mut compare: Vec<CompareSet> = Vec::new();
     for (i, c) in f.compare.iter().enumerate() {
         if f.transport.mode == TransportMode::Raw {
@@ -1334,7 +1443,15 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             mtu_wire + 16,
         )
         .map_err(|(p, m)| (format!("compare[{i}].{p}"), m))?;
+        let set_host = match (&c.host, &f.host) {
+            (None, _) => host.clone(),
+            (Some(over), base) => {
+                let merged = schema::merge_host(&base.clone().unwrap_or_default(), over);
+                Some(resolve_host_at(&merged, &format!("compare[{i}].host"))?)
+            }
+        };
         compare.push(CompareSet {
+            host: set_host,
             name: c.name.clone(),
             topology: set_topology,
             rc,
@@ -1404,6 +1521,8 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     };
 
     Ok(Scenario {
+        host,
+        posting,
         timeseries,
         transport,
         faults,

@@ -100,6 +100,10 @@ pub struct ScenarioFile {
     /// Sample chosen ports and flows over time into `timeseries.csv`; default none.
     #[serde(default)]
     pub timeseries: Option<TimeseriesSpec>,
+    /// The hosts and NICs: posting mode, PCIe, completions and interrupts; default none
+    /// (hosts post instantly and are told of completions for free).
+    #[serde(default)]
+    pub host: Option<HostSpec>,
 }
 
 /// `timeseries:`.
@@ -313,6 +317,9 @@ pub struct CompareSpec {
     /// traffic does).
     #[serde(default)]
     pub topology: Option<TopologyOverride>,
+    /// Fields laid over the scenario's `host:` section for this set.
+    #[serde(default)]
+    pub host: Option<HostSpec>,
     #[serde(flatten)]
     pub rc: RcSpec,
 }
@@ -562,9 +569,21 @@ pub enum WorkloadSpec {
     AllToAll(AllToAllSpec),
     /// Open-loop Poisson arrivals at `load` x host link rate.
     Poisson(PoissonSpec),
+    /// `count` messages from `src` to `dst`, one every `interval` (a message-rate test).
+    Stream(StreamSpec),
+    /// Messages bounced between two hosts, each sent when the previous one was received.
+    PingPong(PingPongSpec),
 }
 
-const WORKLOAD_KINDS: &[&str] = &["flows", "permutation", "incast", "all_to_all", "poisson"];
+const WORKLOAD_KINDS: &[&str] = &[
+    "flows",
+    "permutation",
+    "incast",
+    "all_to_all",
+    "poisson",
+    "stream",
+    "ping_pong",
+];
 
 impl<'de> Deserialize<'de> for WorkloadSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -588,6 +607,8 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
                     "incast" => WorkloadSpec::Incast(m.next_value()?),
                     "all_to_all" => WorkloadSpec::AllToAll(m.next_value()?),
                     "poisson" => WorkloadSpec::Poisson(m.next_value()?),
+                    "stream" => WorkloadSpec::Stream(m.next_value()?),
+                    "ping_pong" => WorkloadSpec::PingPong(m.next_value()?),
                     other => return Err(de::Error::unknown_variant(other, WORKLOAD_KINDS)),
                 };
                 if let Some(extra) = m.next_key::<String>()? {
@@ -619,6 +640,9 @@ pub struct PermutationSpec {
     pub size: NonZeroSize,
     #[serde(default)]
     pub start: Option<Duration>,
+    /// Posting mode for this item's messages; default `host.posting`.
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -630,6 +654,9 @@ pub struct IncastSpec {
     pub size: NonZeroSize,
     #[serde(default)]
     pub start: Option<Duration>,
+    /// Posting mode for this item's messages; default `host.posting`.
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -638,6 +665,9 @@ pub struct AllToAllSpec {
     pub size: NonZeroSize,
     #[serde(default)]
     pub start: Option<Duration>,
+    /// Posting mode for this item's messages; default `host.posting`.
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -660,6 +690,9 @@ pub struct PoissonSpec {
     /// Hosts that receive (each flow picks one at random, never its sender); default all.
     #[serde(default)]
     pub dst_hosts: Option<Vec<u32>>,
+    /// Posting mode for this item's messages; default `host.posting`.
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
 }
 
 /// A flow-size distribution: `websearch`, `hadoop`, `{ fixed: 4KB }`,
@@ -720,4 +753,280 @@ impl<'de> Deserialize<'de> for SizeDistSpec {
         }
         d.deserialize_any(V)
     }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub size: NonZeroSize,
+    /// Number of messages.
+    pub count: u32,
+    /// Time between posts; default `0us` (all posted at `start`: the pipeline's own pace).
+    #[serde(default)]
+    pub interval: Option<Duration>,
+    #[serde(default)]
+    pub start: Option<Duration>,
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PingPongSpec {
+    /// The two hosts: the first sends the first message.
+    pub hosts: [u32; 2],
+    pub size: NonZeroSize,
+    /// Round trips (each is two messages).
+    pub iterations: u32,
+    #[serde(default)]
+    pub start: Option<Duration>,
+    #[serde(default)]
+    pub posting: Option<PostingMode>,
+}
+
+/// Who posts work requests and reaps completions (`host.posting`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PostingMode {
+    /// A CPU core posts; GPU data is staged through host memory by copies.
+    Cpu,
+    /// A CPU core posts; the NIC reads and writes GPU memory (GPUDirect RDMA).
+    CpuGdr,
+    /// The GPU hands each transfer to a CPU proxy thread that posts as `cpu_gdr`.
+    CpuProxy,
+    /// A GPU thread posts and polls (IBGDA).
+    Gpu,
+}
+
+impl PostingMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            PostingMode::Cpu => "cpu",
+            PostingMode::CpuGdr => "cpu_gdr",
+            PostingMode::CpuProxy => "cpu_proxy",
+            PostingMode::Gpu => "gpu",
+        }
+    }
+}
+
+/// Where a message's source and destination buffers live (`host.memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    Gpu,
+    Host,
+}
+
+/// How the CPU learns of completions in the `cpu` and `cpu_gdr` modes (`host.completion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionMode {
+    /// A core spins on the completion queue.
+    Poll,
+    /// The CQ is armed; the NIC raises (moderated) interrupts.
+    Interrupt,
+}
+
+/// What happens when GPU memory must be reached peer-to-peer across root complexes
+/// (`host.pcie.cross_socket`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossSocket {
+    /// The scenario is rejected before the run.
+    Refuse,
+    /// P2P traffic crosses the CPU interconnect at its bandwidth and latency.
+    Interconnect,
+    /// The data path falls back to staging through host memory, as `cpu` does.
+    Stage,
+}
+
+/// `host.moderation`: `off`, `adaptive`, or `{ usecs: 16us, frames: 32 }`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ModerationSpec {
+    Off,
+    Adaptive,
+    Fixed {
+        usecs: Option<Duration>,
+        frames: Option<u32>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FixedModerationSpec {
+    #[serde(default)]
+    usecs: Option<Duration>,
+    #[serde(default)]
+    frames: Option<u32>,
+}
+
+impl<'de> Deserialize<'de> for ModerationSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "`off`, `adaptive` or `{ usecs: DURATION, frames: N }`";
+        impl<'de> Visitor<'de> for V {
+            type Value = ModerationSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ModerationSpec, E> {
+                match s {
+                    "off" => Ok(ModerationSpec::Off),
+                    "adaptive" => Ok(ModerationSpec::Adaptive),
+                    _ => Err(E::custom(format!(
+                        "unknown moderation `{s}`, expected {EXPECTED}"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ModerationSpec, A::Error> {
+                let f = FixedModerationSpec::deserialize(de::value::MapAccessDeserializer::new(m))?;
+                Ok(ModerationSpec::Fixed {
+                    usecs: f.usecs,
+                    frames: f.frames,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `host:`: the servers around the NICs. Every field has a default (see `nic::config`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    pub posting: Option<PostingMode>,
+    pub memory: Option<MemoryKind>,
+    pub completion: Option<CompletionMode>,
+    pub moderation: Option<ModerationSpec>,
+    /// Push a single small WQE with its doorbell (no WQE fetch).
+    pub blueflame: Option<bool>,
+    /// Messages up to this size travel inside their WQE (no payload DMA read); default 0.
+    pub inline_max: Option<Size>,
+    /// WQEs per doorbell (a doorbell is rung earlier when nothing more is waiting).
+    pub doorbell_batch: Option<u32>,
+    pub cores: Option<u32>,
+    pub gpus_per_host: Option<u32>,
+    pub nics_per_host: Option<u32>,
+    /// CPU threads (one core each) posting for each NIC in the `cpu`/`cpu_gdr` modes.
+    pub posting_threads: Option<u32>,
+    /// GPU threads posting for each NIC in the `gpu` mode.
+    pub gpu_posting_threads: Option<u32>,
+    #[serde(default)]
+    pub pcie: PcieSpec,
+    #[serde(default)]
+    pub nic: NicSpec,
+    #[serde(default)]
+    pub costs: HostCostsSpec,
+}
+
+/// `host.pcie:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieSpec {
+    pub bandwidth: Option<Rate>,
+    pub round_trip: Option<Duration>,
+    pub root_complexes: Option<u32>,
+    /// Root complex of each GPU; default: spread evenly.
+    pub gpu_root_complex: Option<Vec<u32>>,
+    /// Root complex of each NIC; default: spread evenly.
+    pub nic_root_complex: Option<Vec<u32>>,
+    /// The GPU whose memory each NIC's messages use; default: GPU `n x gpus / nics`.
+    pub nic_gpu: Option<Vec<u32>>,
+    pub cross_socket: Option<CrossSocket>,
+    pub interconnect_bandwidth: Option<Rate>,
+    /// Added to each one-way crossing of the CPU interconnect.
+    pub interconnect_latency: Option<Duration>,
+}
+
+/// `host.nic:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicSpec {
+    /// DMA reads (WQE fetches and payload reads) a NIC keeps in flight.
+    pub max_outstanding_reads: Option<u32>,
+    /// Time the NIC's send engine spends on each WQE.
+    pub wqe_processing: Option<Duration>,
+    pub wqe_bytes: Option<NonZeroSize>,
+    pub cqe_bytes: Option<NonZeroSize>,
+}
+
+/// `host.costs:`: CPU and GPU time per operation.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCostsSpec {
+    pub wqe_build: Option<Duration>,
+    pub doorbell_mmio: Option<Duration>,
+    pub cqe_poll: Option<Duration>,
+    pub hard_irq: Option<Duration>,
+    pub softirq: Option<Duration>,
+    pub copy_launch: Option<Duration>,
+    pub proxy_handoff: Option<Duration>,
+    pub gpu_wqe_build: Option<Duration>,
+    pub gpu_doorbell: Option<Duration>,
+    pub gpu_cqe_poll: Option<Duration>,
+}
+
+/// Lays `over`'s given fields over `base` (a compare set's `host:` over the scenario's).
+pub fn merge_host(base: &HostSpec, over: &HostSpec) -> HostSpec {
+    macro_rules! pick {
+        ($b:expr, $o:expr, $($f:ident),*) => {{
+            let mut r = $b.clone();
+            $( if $o.$f.is_some() { r.$f = $o.$f.clone(); } )*
+            r
+        }};
+    }
+    let mut r = pick!(
+        base,
+        over,
+        posting,
+        memory,
+        completion,
+        moderation,
+        blueflame,
+        inline_max,
+        doorbell_batch,
+        cores,
+        gpus_per_host,
+        nics_per_host,
+        posting_threads,
+        gpu_posting_threads
+    );
+    r.pcie = pick!(
+        base.pcie,
+        over.pcie,
+        bandwidth,
+        round_trip,
+        root_complexes,
+        gpu_root_complex,
+        nic_root_complex,
+        nic_gpu,
+        cross_socket,
+        interconnect_bandwidth,
+        interconnect_latency
+    );
+    r.nic = pick!(
+        base.nic,
+        over.nic,
+        max_outstanding_reads,
+        wqe_processing,
+        wqe_bytes,
+        cqe_bytes
+    );
+    r.costs = pick!(
+        base.costs,
+        over.costs,
+        wqe_build,
+        doorbell_mmio,
+        cqe_poll,
+        hard_irq,
+        softirq,
+        copy_launch,
+        proxy_handoff,
+        gpu_wqe_build,
+        gpu_doorbell,
+        gpu_cqe_poll
+    );
+    r
 }

@@ -1,0 +1,306 @@
+//! The `host` section of `summary.json`: interrupts, CPU time, PCIe traffic and each
+//! message's latency broken into its pipeline stages (`sim::host_model`).
+//!
+//! CPU shares are of a host's cores over the whole run: per-operation costs summed, plus
+//! one core per NIC that spins (a polling thread in the `cpu`/`cpu_gdr` modes, the proxy
+//! thread in `cpu_proxy`) from the NIC's first activity to the end. A polling thread also
+//! posts and launches copies, so its spinning share is what is left of its core after
+//! those.
+
+use super::r4;
+use crate::nic::config::{HostConfig, ModerationConfig, Notify};
+use crate::sim::{
+    HostOutput, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING, CPU_POSTING, CPU_PROXY, STAGES, T_DONE,
+    T_START,
+};
+use crate::units::SimTime;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MeanMax {
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// One stage's time over the messages that completed, us.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StageStat {
+    pub stage: &'static str,
+    pub mean_us: f64,
+    pub p99_us: f64,
+}
+
+/// Share of a host's cores spent on networking, by what it was spent on (fractions).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CpuUtil {
+    pub mean: f64,
+    pub max: f64,
+    /// Mean over hosts of each category's share.
+    pub posting: f64,
+    pub interrupts: f64,
+    pub copies: f64,
+    pub polling: f64,
+    pub proxy: f64,
+}
+
+/// One workload item's messages, and the busiest of the hosts it uses.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WorkloadHost {
+    pub workload: u16,
+    pub messages: u64,
+    pub latency_mean_us: f64,
+    pub latency_p99_us: f64,
+    pub messages_per_s: f64,
+    /// Over the hosts this item's messages leave or reach.
+    pub interrupts_per_s_max: f64,
+    pub cpu_util_max: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HostSummary {
+    pub posting: &'static str,
+    pub memory: &'static str,
+    pub completion: String,
+    pub hosts: u32,
+    pub cores_per_host: u32,
+    pub nics_per_host: u32,
+    /// Messages that reached their receiver's application.
+    pub messages: u64,
+    /// Messages per second, between the first and the last one done.
+    pub messages_per_s: f64,
+    /// From the application wanting to send to the receiver's application having the
+    /// data, us.
+    pub latency_us: Option<super::Percentiles>,
+    /// The same latency, stage by stage; the stage means add up to the mean latency.
+    pub breakdown: Vec<StageStat>,
+    pub completions: u64,
+    pub interrupts: u64,
+    /// Interrupts per second per host, over the run.
+    pub interrupts_per_s: MeanMax,
+    pub cpu_util: CpuUtil,
+    /// Busiest interrupt-handling core: the share of one core a NIC's interrupts take
+    /// (what `top` shows for ksoftirqd and hard IRQs on that core).
+    pub interrupt_core_max: f64,
+    pub doorbells: u64,
+    pub wqe_fetches: u64,
+    pub pcie_bytes: u64,
+    pub moderation_level_changes: u64,
+    pub by_workload: Vec<WorkloadHost>,
+}
+
+fn completion_name(cfg: &HostConfig) -> String {
+    match &cfg.notify {
+        Notify::Poll => "poll".into(),
+        Notify::Interrupt(ModerationConfig::Off) => "interrupt (no moderation)".into(),
+        Notify::Interrupt(ModerationConfig::Adaptive) => "interrupt (adaptive)".into(),
+        Notify::Interrupt(ModerationConfig::Fixed(m)) => {
+            format!("interrupt ({} / {})", m.usecs, m.frames)
+        }
+    }
+}
+
+/// CPU time per category for each host (ps), polling and proxy cores included.
+pub fn cpu_ps_per_host(h: &HostOutput, end: SimTime) -> Vec<[u64; 5]> {
+    let k = h.cfg.nics_per_host as usize;
+    h.nics
+        .chunks(k)
+        .map(|nics| {
+            let mut t = [0u64; 5];
+            for n in nics {
+                for (c, v) in n.cpu_ps.iter().enumerate() {
+                    t[c] += v;
+                }
+                let occupied = n.first_activity.map_or(0, |f| end.0.saturating_sub(f.0));
+                if n.poll_core {
+                    let own = n.cpu_ps[CPU_POSTING] + n.cpu_ps[CPU_COPIES];
+                    t[CPU_POLLING] += occupied.saturating_sub(own);
+                }
+                if n.proxy_core {
+                    t[CPU_PROXY] += occupied;
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+/// Count, mean, p99 (us) and rate of a set of done messages.
+fn latency_of<'a>(msgs: impl Iterator<Item = &'a crate::sim::MsgTimes>) -> (u64, f64, f64, f64) {
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 1 << 50, 3).expect("hist");
+    let (mut n, mut sum) = (0u64, 0u128);
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for m in msgs.filter(|m| m.done()) {
+        let lat = m.t[T_DONE] - m.t[T_START];
+        hist.saturating_record(lat.div_ceil(1000).max(1));
+        sum += lat as u128;
+        n += 1;
+        first = first.min(m.t[T_DONE]);
+        last = last.max(m.t[T_DONE]);
+    }
+    if n == 0 {
+        return (0, 0.0, 0.0, 0.0);
+    }
+    let rate = if n >= 2 && last > first {
+        r4((n - 1) as f64 / ((last - first) as f64 / 1e12))
+    } else {
+        0.0
+    };
+    (
+        n,
+        r4(sum as f64 / n as f64 / 1e6),
+        r4(hist.value_at_quantile(0.99) as f64 / 1e3),
+        rate,
+    )
+}
+
+pub fn summarize_host(
+    h: &HostOutput,
+    flows: &[crate::sim::FlowState],
+    end: SimTime,
+) -> HostSummary {
+    let cfg = &h.cfg;
+    let end_s = (end.0 as f64 / 1e12).max(1e-12);
+    let k = cfg.nics_per_host as usize;
+    let hosts = h.nics.len() / k;
+    let core_ps = cfg.cores as f64 * end.0.max(1) as f64;
+    let per_host = cpu_ps_per_host(h, end);
+    let shares: Vec<f64> = per_host
+        .iter()
+        .map(|t| t.iter().sum::<u64>() as f64 / core_ps)
+        .collect();
+    let cat = |c: usize| {
+        r4(per_host.iter().map(|t| t[c] as f64 / core_ps).sum::<f64>() / hosts.max(1) as f64)
+    };
+    let irq_rates: Vec<f64> = h
+        .nics
+        .chunks(k)
+        .map(|n| n.iter().map(|x| x.interrupts).sum::<u64>() as f64 / end_s)
+        .collect();
+    let mean = |v: &[f64]| r4(v.iter().sum::<f64>() / v.len().max(1) as f64);
+    let max = |v: &[f64]| r4(v.iter().copied().fold(0.0, f64::max));
+
+    // Latency and its stages over the messages that are done.
+    let done: Vec<&crate::sim::MsgTimes> = h.msgs.iter().filter(|m| m.done()).collect();
+    let hist = || Histogram::<u64>::new_with_bounds(1, 1 << 50, 3).expect("hist");
+    let mut total = hist();
+    let (mut total_sum, mut total_max) = (0u128, 0u64);
+    let mut stage_hist: Vec<Histogram<u64>> = STAGES.iter().map(|_| hist()).collect();
+    let mut stage_sum = [0u128; 9];
+    let (mut first_done, mut last_done) = (u64::MAX, 0u64);
+    for m in &done {
+        let lat = m.t[T_DONE] - m.t[T_START];
+        total.saturating_record(lat.div_ceil(1000).max(1));
+        total_sum += lat as u128;
+        total_max = total_max.max(lat);
+        for (i, hs) in stage_hist.iter_mut().enumerate() {
+            let d = m.t[i + 1] - m.t[i];
+            stage_sum[i] += d as u128;
+            hs.saturating_record(d.div_ceil(1000).max(1));
+        }
+        first_done = first_done.min(m.t[T_DONE]);
+        last_done = last_done.max(m.t[T_DONE]);
+    }
+    let n = done.len() as u64;
+    let messages_per_s = if n >= 2 && last_done > first_done {
+        r4((n - 1) as f64 / ((last_done - first_done) as f64 / 1e12))
+    } else {
+        0.0
+    };
+    let items = flows.iter().map(|f| f.def.workload).max().map_or(0, |w| w + 1);
+    let by_workload = (0..items)
+        .filter_map(|w| {
+            let mine = || {
+                flows
+                    .iter()
+                    .zip(&h.msgs)
+                    .filter(move |(f, _)| f.def.workload == w)
+            };
+            mine().next()?;
+            let (messages, mean, p99, rate) = latency_of(mine().map(|(_, m)| m));
+            let mut used = vec![false; hosts];
+            for (f, _) in mine() {
+                used[f.def.src as usize / k] = true;
+                used[f.def.dst as usize / k] = true;
+            }
+            let pick = |v: &[f64]| {
+                r4(v.iter()
+                    .zip(&used)
+                    .filter(|(_, u)| **u)
+                    .map(|(x, _)| *x)
+                    .fold(0.0, f64::max))
+            };
+            Some(WorkloadHost {
+                workload: w,
+                messages,
+                latency_mean_us: mean,
+                latency_p99_us: p99,
+                messages_per_s: rate,
+                interrupts_per_s_max: pick(&irq_rates),
+                cpu_util_max: pick(&shares),
+            })
+        })
+        .collect();
+    let breakdown = STAGES
+        .iter()
+        .enumerate()
+        .map(|(i, s)| StageStat {
+            stage: s,
+            mean_us: if n == 0 {
+                0.0
+            } else {
+                r4(stage_sum[i] as f64 / n as f64 / 1e6)
+            },
+            p99_us: if n == 0 || stage_sum[i] == 0 {
+                0.0
+            } else {
+                r4(stage_hist[i].value_at_quantile(0.99) as f64 / 1e3)
+            },
+        })
+        .collect();
+    HostSummary {
+        posting: cfg.posting.name(),
+        memory: match cfg.memory {
+            crate::scenario::schema::MemoryKind::Gpu => "gpu",
+            crate::scenario::schema::MemoryKind::Host => "host",
+        },
+        completion: completion_name(cfg),
+        hosts: hosts as u32,
+        cores_per_host: cfg.cores,
+        nics_per_host: cfg.nics_per_host,
+        messages: n,
+        messages_per_s,
+        latency_us: super::Percentiles::from_hist(
+            &total,
+            total_sum as f64 / 1000.0,
+            total_max as f64 / 1000.0,
+            1000.0,
+        ),
+        breakdown,
+        completions: h.nics.iter().map(|x| x.completions).sum(),
+        interrupts: h.nics.iter().map(|x| x.interrupts).sum(),
+        interrupts_per_s: MeanMax {
+            mean: mean(&irq_rates),
+            max: max(&irq_rates),
+        },
+        cpu_util: CpuUtil {
+            mean: mean(&shares),
+            max: max(&shares),
+            posting: cat(CPU_POSTING),
+            interrupts: cat(CPU_INTERRUPTS),
+            copies: cat(CPU_COPIES),
+            polling: cat(CPU_POLLING),
+            proxy: cat(CPU_PROXY),
+        },
+        interrupt_core_max: r4(h
+            .nics
+            .iter()
+            .map(|x| x.cpu_ps[CPU_INTERRUPTS] as f64 / end.0.max(1) as f64)
+            .fold(0.0, f64::max)),
+        doorbells: h.nics.iter().map(|x| x.doorbells).sum(),
+        wqe_fetches: h.nics.iter().map(|x| x.wqe_fetches).sum(),
+        pcie_bytes: h.nics.iter().map(|x| x.pcie_bytes).sum(),
+        moderation_level_changes: h.nics.iter().map(|x| x.moderation_level_changes).sum(),
+        by_workload,
+    }
+}
