@@ -365,7 +365,16 @@ pub fn render_host_table(sets: &[SetResult]) -> String {
     let _ = writeln!(
         o,
         "{:<22} {:<12} {:>9} {:>5} {:>26} {:>11} {:>11} {:>10} {:>10} {:>8}",
-        "set", "workload", "posting", "mem", "completion", "lat mean", "lat p99", "msgs/s", "irq/s max", "CPU max"
+        "set",
+        "workload",
+        "posting",
+        "mem",
+        "completion",
+        "lat mean",
+        "lat p99",
+        "msgs/s",
+        "irq/s max",
+        "CPU max"
     );
     for s in sets {
         let Some(h) = &s.summary.host else {

@@ -580,7 +580,10 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             rate_cuts: out.cc.rate_cuts,
         }),
         events: out.events,
-        host: out.host.as_ref().map(|h| host::summarize_host(h, &out.flows, out.end)),
+        host: out
+            .host
+            .as_ref()
+            .map(|h| host::summarize_host(h, &out.flows)),
     }
 }
 

@@ -98,7 +98,10 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
                 let m = &h.msgs[i];
                 let mut c = format!(",{}", m.mode.name());
                 if m.done() {
-                    c.push_str(&format!(",{}", m.t[crate::sim::T_DONE] - m.t[crate::sim::T_START]));
+                    c.push_str(&format!(
+                        ",{}",
+                        m.t[crate::sim::T_DONE] - m.t[crate::sim::T_START]
+                    ));
                     for k in 0..crate::sim::STAGES.len() {
                         c.push_str(&format!(",{}", m.t[k + 1] - m.t[k]));
                     }

@@ -59,11 +59,11 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 mod host_model;
+use host_model::HostModel;
 pub use host_model::{
     HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
     CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,
 };
-use host_model::HostModel;
 
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -608,9 +608,7 @@ impl Sim {
                     let qp = &mut self.qps[slot as usize];
                     self.flows[flow as usize].qp = slot;
                     self.flows[flow as usize].qp_gen = qp.gen;
-                    if qp.req.outstanding_wrs() + (qp.in_pipeline as usize)
-                        < max_send_wr as usize
-                    {
+                    if qp.req.outstanding_wrs() + (qp.in_pipeline as usize) < max_send_wr as usize {
                         self.post_wr(now, slot, flow);
                     } else {
                         qp.backlog.push_back(flow);

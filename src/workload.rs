@@ -291,7 +291,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                         size: *size,
                         start: at(*start),
                         workload: w,
-                after: None,
+                        after: None,
                     });
                 }
             }
@@ -315,7 +315,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                         size: *size,
                         start: at(*start),
                         workload: w,
-                after: None,
+                        after: None,
                     });
                 }
             }
@@ -329,7 +329,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                                 size: *size,
                                 start: at(*start),
                                 workload: w,
-                after: None,
+                                after: None,
                             });
                         }
                     }
@@ -406,7 +406,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                             size,
                             start: SimTime(t as u64),
                             workload: w,
-                after: None,
+                            after: None,
                         });
                     }
                 }

@@ -378,6 +378,10 @@ fn cheap_to_run(sc: &Scenario) -> bool {
                 (*senders as f64, 2.0 * packets(*size as f64))
             }
             Workload::AllToAll { size, .. } => (hosts * (hosts - 1.0), 2.0 * packets(*size as f64)),
+            Workload::Stream { count, size, .. } => (*count as f64, 2.0 * packets(*size as f64)),
+            Workload::PingPong {
+                iterations, size, ..
+            } => (2.0 * *iterations as f64, 2.0 * packets(*size as f64)),
             Workload::Poisson {
                 load,
                 dist,

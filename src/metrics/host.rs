@@ -1,11 +1,13 @@
 //! The `host` section of `summary.json`: interrupts, CPU time, PCIe traffic and each
 //! message's latency broken into its pipeline stages (`sim::host_model`).
 //!
-//! CPU shares are of a host's cores over the whole run: per-operation costs summed, plus
-//! one core per NIC that spins (a polling thread in the `cpu`/`cpu_gdr` modes, the proxy
-//! thread in `cpu_proxy`) from the NIC's first activity to the end. A polling thread also
-//! posts and launches copies, so its spinning share is what is left of its core after
-//! those.
+//! Rates and shares are over each host's active span: from its NICs' first activity (a
+//! post, or a message arriving) to their last completion handled, so that a host that
+//! finishes early is not diluted by the rest of the run. CPU shares are of the host's
+//! cores: per-operation costs summed, plus one core per NIC that spins (a polling thread
+//! in the `cpu`/`cpu_gdr` modes, the proxy thread in `cpu_proxy`) over the NIC's active
+//! span. A polling thread also posts and launches copies, so its spinning share is what
+//! is left of its core after those.
 
 use super::r4;
 use crate::nic::config::{HostConfig, ModerationConfig, Notify};
@@ -76,7 +78,7 @@ pub struct HostSummary {
     pub breakdown: Vec<StageStat>,
     pub completions: u64,
     pub interrupts: u64,
-    /// Interrupts per second per host, over the run.
+    /// Interrupts per second per host, over its active span.
     pub interrupts_per_s: MeanMax,
     pub cpu_util: CpuUtil,
     /// Busiest interrupt-handling core: the share of one core a NIC's interrupts take
@@ -101,7 +103,7 @@ fn completion_name(cfg: &HostConfig) -> String {
 }
 
 /// CPU time per category for each host (ps), polling and proxy cores included.
-pub fn cpu_ps_per_host(h: &HostOutput, end: SimTime) -> Vec<[u64; 5]> {
+pub fn cpu_ps_per_host(h: &HostOutput) -> Vec<[u64; 5]> {
     let k = h.cfg.nics_per_host as usize;
     h.nics
         .chunks(k)
@@ -111,7 +113,9 @@ pub fn cpu_ps_per_host(h: &HostOutput, end: SimTime) -> Vec<[u64; 5]> {
                 for (c, v) in n.cpu_ps.iter().enumerate() {
                     t[c] += v;
                 }
-                let occupied = n.first_activity.map_or(0, |f| end.0.saturating_sub(f.0));
+                let occupied = n
+                    .first_activity
+                    .map_or(0, |f| n.last_activity.0.max(f.0) - f.0);
                 if n.poll_core {
                     let own = n.cpu_ps[CPU_POSTING] + n.cpu_ps[CPU_COPIES];
                     t[CPU_POLLING] += occupied.saturating_sub(own);
@@ -154,28 +158,44 @@ fn latency_of<'a>(msgs: impl Iterator<Item = &'a crate::sim::MsgTimes>) -> (u64,
     )
 }
 
-pub fn summarize_host(
-    h: &HostOutput,
-    flows: &[crate::sim::FlowState],
-    end: SimTime,
-) -> HostSummary {
+pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSummary {
     let cfg = &h.cfg;
-    let end_s = (end.0 as f64 / 1e12).max(1e-12);
     let k = cfg.nics_per_host as usize;
     let hosts = h.nics.len() / k;
-    let core_ps = cfg.cores as f64 * end.0.max(1) as f64;
-    let per_host = cpu_ps_per_host(h, end);
+    // Each host's active span, ps (at least 1).
+    let spans: Vec<f64> = h
+        .nics
+        .chunks(k)
+        .map(|n| {
+            let first = n.iter().filter_map(|x| x.first_activity).min();
+            let last = n
+                .iter()
+                .map(|x| x.last_activity)
+                .max()
+                .unwrap_or(SimTime::ZERO);
+            first.map_or(1.0, |f| (last.0.saturating_sub(f.0)).max(1) as f64)
+        })
+        .collect();
+    let per_host = cpu_ps_per_host(h);
+    let share = |i: usize, ps: u64| ps as f64 / (cfg.cores as f64 * spans[i]);
     let shares: Vec<f64> = per_host
         .iter()
-        .map(|t| t.iter().sum::<u64>() as f64 / core_ps)
+        .enumerate()
+        .map(|(i, t)| share(i, t.iter().sum::<u64>()))
         .collect();
     let cat = |c: usize| {
-        r4(per_host.iter().map(|t| t[c] as f64 / core_ps).sum::<f64>() / hosts.max(1) as f64)
+        r4(per_host
+            .iter()
+            .enumerate()
+            .map(|(i, t)| share(i, t[c]))
+            .sum::<f64>()
+            / hosts.max(1) as f64)
     };
     let irq_rates: Vec<f64> = h
         .nics
         .chunks(k)
-        .map(|n| n.iter().map(|x| x.interrupts).sum::<u64>() as f64 / end_s)
+        .enumerate()
+        .map(|(i, n)| n.iter().map(|x| x.interrupts).sum::<u64>() as f64 / (spans[i] / 1e12))
         .collect();
     let mean = |v: &[f64]| r4(v.iter().sum::<f64>() / v.len().max(1) as f64);
     let max = |v: &[f64]| r4(v.iter().copied().fold(0.0, f64::max));
@@ -207,7 +227,11 @@ pub fn summarize_host(
     } else {
         0.0
     };
-    let items = flows.iter().map(|f| f.def.workload).max().map_or(0, |w| w + 1);
+    let items = flows
+        .iter()
+        .map(|f| f.def.workload)
+        .max()
+        .map_or(0, |w| w + 1);
     let by_workload = (0..items)
         .filter_map(|w| {
             let mine = || {
@@ -295,7 +319,12 @@ pub fn summarize_host(
         interrupt_core_max: r4(h
             .nics
             .iter()
-            .map(|x| x.cpu_ps[CPU_INTERRUPTS] as f64 / end.0.max(1) as f64)
+            .map(|x| {
+                let span = x
+                    .first_activity
+                    .map_or(1, |f| x.last_activity.0.saturating_sub(f.0).max(1));
+                x.cpu_ps[CPU_INTERRUPTS] as f64 / span as f64
+            })
             .fold(0.0, f64::max)),
         doorbells: h.nics.iter().map(|x| x.doorbells).sum(),
         wqe_fetches: h.nics.iter().map(|x| x.wqe_fetches).sum(),

@@ -99,7 +99,8 @@ pub mod defaults {
     };
     pub const SOFTIRQ: Default<SimDuration> = Default {
         value: ns(2_000),
-        source: "assumption: completion handler, CQ re-arm and waking the consumer thread, about 2 us",
+        source:
+            "assumption: completion handler, CQ re-arm and waking the consumer thread, about 2 us",
     };
     pub const COPY_LAUNCH: Default<SimDuration> = Default {
         value: ns(5_000),
@@ -115,7 +116,8 @@ pub mod defaults {
     };
     pub const GPU_DOORBELL: Default<SimDuration> = Default {
         value: ns(300),
-        source: "assumption: a GPU thread's MMIO write to the NIC's doorbell over PCIe peer-to-peer",
+        source:
+            "assumption: a GPU thread's MMIO write to the NIC's doorbell over PCIe peer-to-peer",
     };
     pub const GPU_CQE_POLL: Default<SimDuration> = Default {
         value: ns(200),
@@ -304,7 +306,12 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
         64,
     )?;
     let spread = |n: u32| -> Vec<u32> { (0..n).map(|i| i * rcs / n).collect() };
-    let list = |path: &str, given: &Option<Vec<u32>>, n: u32, bound: u32, what: &str, default: Vec<u32>| {
+    let list = |path: &str,
+                given: &Option<Vec<u32>>,
+                n: u32,
+                bound: u32,
+                what: &str,
+                default: Vec<u32>| {
         match given {
             None => Ok(default),
             Some(v) if v.len() != n as usize => Err((
@@ -357,23 +364,32 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
     let time = |path: &str, v: Option<crate::scenario::schema::Duration>, def: SimDuration| {
         let v = v.map_or(def, |t| t.0);
         if v > crate::scenario::MAX_LATENCY {
-            return Err((
-                path.to_string(),
-                format!("expected at most 1 s, found {v}"),
-            ));
+            return Err((path.to_string(), format!("expected at most 1 s, found {v}")));
         }
         Ok(v)
     };
     let c = &spec.costs;
     let costs = HostCosts {
         wqe_build: time("costs.wqe_build", c.wqe_build, d::WQE_BUILD.value)?,
-        doorbell_mmio: time("costs.doorbell_mmio", c.doorbell_mmio, d::DOORBELL_MMIO.value)?,
+        doorbell_mmio: time(
+            "costs.doorbell_mmio",
+            c.doorbell_mmio,
+            d::DOORBELL_MMIO.value,
+        )?,
         cqe_poll: time("costs.cqe_poll", c.cqe_poll, d::CQE_POLL.value)?,
         hard_irq: time("costs.hard_irq", c.hard_irq, d::HARD_IRQ.value)?,
         softirq: time("costs.softirq", c.softirq, d::SOFTIRQ.value)?,
         copy_launch: time("costs.copy_launch", c.copy_launch, d::COPY_LAUNCH.value)?,
-        proxy_handoff: time("costs.proxy_handoff", c.proxy_handoff, d::PROXY_HANDOFF.value)?,
-        gpu_wqe_build: time("costs.gpu_wqe_build", c.gpu_wqe_build, d::GPU_WQE_BUILD.value)?,
+        proxy_handoff: time(
+            "costs.proxy_handoff",
+            c.proxy_handoff,
+            d::PROXY_HANDOFF.value,
+        )?,
+        gpu_wqe_build: time(
+            "costs.gpu_wqe_build",
+            c.gpu_wqe_build,
+            d::GPU_WQE_BUILD.value,
+        )?,
         gpu_doorbell: time("costs.gpu_doorbell", c.gpu_doorbell, d::GPU_DOORBELL.value)?,
         gpu_cqe_poll: time("costs.gpu_cqe_poll", c.gpu_cqe_poll, d::GPU_CQE_POLL.value)?,
     };

@@ -11,13 +11,13 @@ pub mod locate;
 pub mod schema;
 
 use crate::cc::dcqcn::{DcqcnParams, Preset};
+use crate::nic::config::HostConfig;
 use crate::packet::Encapsulation;
 use crate::topology::Tier;
 use crate::topology::{LinkParams, Topology};
 use crate::transport::rc::{Op, RcParams, PSN_MASK};
 use crate::units::SimDuration;
 use crate::workload::{SizeDist, Workload};
-use crate::nic::config::HostConfig;
 use schema::PostingMode;
 use schema::{
     FaultsSpec, Forwarding, LinkFaultSpec, OperationSpec, RcSpec, Routing, ScenarioFile,
@@ -1182,7 +1182,10 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                 if s.src == s.dst {
                     return err(
                         p("stream", "dst"),
-                        format!("a stream needs two different hosts, found src = dst = {}", s.src),
+                        format!(
+                            "a stream needs two different hosts, found src = dst = {}",
+                            s.src
+                        ),
                     );
                 }
                 if s.count == 0 || s.count as f64 > MAX_FLOWS {

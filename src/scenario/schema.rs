@@ -913,11 +913,11 @@ pub struct HostSpec {
     pub posting_threads: Option<u32>,
     /// GPU threads posting for each NIC in the `gpu` mode.
     pub gpu_posting_threads: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub pcie: PcieSpec,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub nic: NicSpec,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub costs: HostCostsSpec,
 }
 

@@ -125,6 +125,8 @@ pub struct NicStats {
     pub poll_core: bool,
     pub proxy_core: bool,
     pub first_activity: Option<SimTime>,
+    /// When its last completion was handled.
+    pub last_activity: SimTime,
     pub moderation_level_changes: u64,
 }
 
@@ -180,7 +182,12 @@ const MODES: [PostingMode; 4] = [
 ];
 
 impl HostModel {
-    pub fn new(cfg: &HostConfig, hosts: u32, flows: usize, posting: &[Option<PostingMode>]) -> Self {
+    pub fn new(
+        cfg: &HostConfig,
+        hosts: u32,
+        flows: usize,
+        posting: &[Option<PostingMode>],
+    ) -> Self {
         let paths = (0..cfg.nics_per_host)
             .map(|n| {
                 let mut a = [None; 4];
@@ -208,12 +215,12 @@ impl HostModel {
                 });
                 let moderator = match &cfg.notify {
                     Notify::Poll => None,
-                    Notify::Interrupt(ModerationConfig::Off) => {
-                        Some(InterruptModerator::fixed(crate::nic::interrupts::Moderation {
+                    Notify::Interrupt(ModerationConfig::Off) => Some(InterruptModerator::fixed(
+                        crate::nic::interrupts::Moderation {
                             usecs: SimDuration::ZERO,
                             frames: 1,
-                        }))
-                    }
+                        },
+                    )),
                     Notify::Interrupt(ModerationConfig::Fixed(m)) => {
                         Some(InterruptModerator::fixed(*m))
                     }
@@ -336,12 +343,12 @@ impl Sim {
                 },
             );
         } else {
-            self.to_poster(now, flow);
+            self.enqueue_post(now, flow);
         }
     }
 
     /// The WQE joins the least-loaded posting context of its mode.
-    fn to_poster(&mut self, now: SimTime, flow: FlowId) {
+    fn enqueue_post(&mut self, now: SimTime, flow: FlowId) {
         let src = self.flows[flow as usize].def.src;
         let h = self.hm();
         let mi = mode_index(h.msgs[flow as usize].mode);
@@ -451,7 +458,7 @@ impl Sim {
 
     pub(super) fn on_flow_stage(&mut self, now: SimTime, flow: FlowId, stage: u8) {
         match stage {
-            ST_TO_POSTER => self.to_poster(now, flow),
+            ST_TO_POSTER => self.enqueue_post(now, flow),
             ST_DOORBELL => self.on_doorbell(now, flow),
             ST_FETCHED => {
                 self.read_done(now, flow);
@@ -562,10 +569,8 @@ impl Sim {
         if kind == ST_FETCHED {
             h.nics[def.src as usize].stats.pcie_bytes += bytes;
         }
-        let at = now
-            + cfg.pcie_round_trip
-            + SimDuration(2 * extra.0)
-            + serialization_delay(bytes, bw);
+        let at =
+            now + cfg.pcie_round_trip + SimDuration(2 * extra.0) + serialization_delay(bytes, bw);
         self.q.schedule(at, Event::FlowStage { flow, stage: kind });
     }
 
@@ -685,8 +690,12 @@ impl Sim {
                 now + c.cqe_poll
             }
             PostingMode::Cpu | PostingMode::CpuGdr => {
+                n.stats.first_activity.get_or_insert(now);
                 n.irq_pending.push_back((flow, recv));
-                let m = n.moderator.as_mut().expect("interrupt mode has a moderator");
+                let m = n
+                    .moderator
+                    .as_mut()
+                    .expect("interrupt mode has a moderator");
                 if let Some(irq) = m.on_completion(now) {
                     self.fire_irq(now, nic, irq.completions);
                 } else {
@@ -695,6 +704,8 @@ impl Sim {
                 return;
             }
         };
+        n.stats.first_activity.get_or_insert(now);
+        n.stats.last_activity = n.stats.last_activity.max(notified);
         self.notified(notified, flow, recv);
     }
 
@@ -716,7 +727,10 @@ impl Sim {
             return false;
         }
         n.irq_at = None;
-        let m = n.moderator.as_mut().expect("interrupt mode has a moderator");
+        let m = n
+            .moderator
+            .as_mut()
+            .expect("interrupt mode has a moderator");
         match m.handle_timeout(now) {
             Some(irq) => {
                 self.fire_irq(now, nic, irq.completions);
@@ -747,6 +761,7 @@ impl Sim {
         };
         n.stats.cpu_ps[CPU_INTERRUPTS] += completions as u64 * c.cqe_poll.0;
         n.irq_busy_until = at + SimDuration(completions as u64 * c.cqe_poll.0);
+        n.stats.last_activity = n.stats.last_activity.max(n.irq_busy_until);
         self.sync_irq_timer(nic);
         for _ in 0..completions {
             let (flow, recv) = self.hm().nics[nic as usize]
