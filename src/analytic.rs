@@ -1,6 +1,7 @@
 //! Closed-form results the simulator is checked against, and which it reports beside its
 //! measurements: the ideal flow completion time on an empty fabric, the bandwidth-delay
-//! product, and M/D/1 queueing delay.
+//! product, M/D/1 queueing delay, and ([`host`]) the host and NIC pipeline's unloaded
+//! latency and message-rate bound.
 //!
 //! Ideal FCT follows the same timing rules as the simulated fabric (serialization per hop
 //! in exact integer picoseconds, propagation, port-to-port latency, store-and-forward or
@@ -8,6 +9,8 @@
 //! at the bottleneck link's pace. It is computed by the flow-shop recurrence
 //! `start(i, j+1) = max(ready(i, j+1), end(i-1, j+1))`, which is exact for any mix of link
 //! rates and a short last packet.
+
+pub mod host;
 
 use crate::packet::{AETH_BYTES, RETH_BYTES};
 use crate::scenario::schema::Forwarding;
@@ -20,6 +23,19 @@ use crate::units::{serialization_delay, SimDuration};
 /// flow's start to the arrival of its last byte where it is going (at `dst` for raw
 /// packets, RC WRITE and SEND; back at `src` for an RC READ, which first sends a request).
 pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
+    ideal_fct_paced(sc, src, dst, size, None)
+}
+
+/// [`ideal_fct`] when the sender's payload DMA reads at `dma` (the host model's PCIe
+/// read rate): each packet may leave no sooner than its predecessor's payload took to
+/// read.
+pub fn ideal_fct_paced(
+    sc: &Scenario,
+    src: u32,
+    dst: u32,
+    size: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
     let on = |a: u32, b: u32, bytes: u64, first_extra: u64, last_extra: u64| {
         ideal_fct_on_path(
             &sc.topology.path_links(a, b),
@@ -31,6 +47,7 @@ pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
             bytes,
             first_extra,
             last_extra,
+            dma,
         )
     };
     match &sc.transport {
@@ -47,7 +64,8 @@ pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
 
 /// [`ideal_fct`] on an explicit path of links joined by switches of latency `switch_lat`.
 /// The first packet carries `first_extra` more bytes and the last (of several)
-/// `last_extra` more (extension headers).
+/// `last_extra` more (extension headers). With `dma`, a packet starts no sooner than its
+/// predecessor's start plus the time to read that predecessor's payload at `dma`.
 #[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_path(
     links: &[LinkParams],
@@ -59,8 +77,11 @@ pub fn ideal_fct_on_path(
     size: u64,
     first_extra: u64,
     last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
     assert!(!links.is_empty() && mtu > 0);
+    let mut prev_start0 = 0u64;
+    let mut prev_payload = 0u64;
     let n = size.div_ceil(mtu).max(1);
     let hops = links.len();
     // end[j]: when the previous packet finished serializing on hop j.
@@ -79,6 +100,11 @@ pub fn ideal_fct_on_path(
             wire += last_extra;
         }
         let mut start = if i == 0 { 0 } else { prev_end[0] };
+        if let (Some(bw), true) = (dma, i > 0) {
+            start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
+        }
+        prev_start0 = start;
+        prev_payload = payload;
         for j in 0..hops {
             let ser = serialization_delay(wire, links[j].rate).0;
             let end = start + ser;
@@ -158,6 +184,7 @@ mod tests {
             1000,
             0,
             0,
+            None,
         );
         assert_eq!(t.0, 4 * 82_080 + 3 * 300_000 + 4 * 1_000_000);
     }
@@ -176,6 +203,7 @@ mod tests {
             10_000,
             0,
             0,
+            None,
         );
         // first packet: 80 ns + 160 ns; then 9 more at 160 ns.
         assert_eq!(t.0, 80_000 + 160_000 + 9 * 160_000);
@@ -194,6 +222,7 @@ mod tests {
             1000,
             0,
             0,
+            None,
         );
         // header (8 ns) then the full packet (80 ns) on the second hop.
         assert_eq!(t.0, 8_000 + 80_000);

@@ -289,6 +289,9 @@ pub fn describe_fabric(sc: &Scenario) -> String {
             bdp / sc.mtu_wire_bytes() as f64,
         );
     }
+    if let Some(h) = &sc.host {
+        s.push_str(&describe_host(sc, h));
+    }
     s
 }
 
@@ -492,4 +495,43 @@ pub fn render_host(h: &crate::metrics::HostSummary) -> String {
         h.doorbells, h.wqe_fetches, h.pcie_bytes, h.completions
     );
     o
+}
+
+/// The host model's analytic figures: a small message's unloaded latency by stage and a
+/// burst's message-rate bound (`analytic::host`), for the scenario's posting mode.
+pub fn describe_host(sc: &Scenario, h: &crate::nic::config::HostConfig) -> String {
+    let mut s = String::new();
+    let size = 8;
+    let (src, dst) = (0, 1);
+    match (
+        crate::analytic::host::unloaded_stages(sc, h, h.posting, src, dst, size),
+        crate::analytic::host::message_rate_limit(sc, h, h.posting, size),
+    ) {
+        (Ok(stages), Ok(rate)) => {
+            let total: u64 = stages.iter().map(|d| d.0).sum();
+            let mut parts = String::new();
+            for (name, d) in crate::sim::STAGES.iter().zip(stages) {
+                if d.0 > 0 {
+                    let _ = write!(
+                        parts,
+                        "{}{name} {:.3}",
+                        if parts.is_empty() { "" } else { ", " },
+                        d.as_us_f64()
+                    );
+                }
+            }
+            let _ = writeln!(
+                s,
+                "host     posting {}: an {size} B message host {src} -> host {dst} takes {:.3} us unloaded ({parts}); a burst of {size} B messages reaches at most {:.3} M/s (bound: {})",
+                h.posting.name(),
+                total as f64 / 1e6,
+                rate.messages_per_s / 1e6,
+                rate.bound_by
+            );
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = writeln!(s, "host     {e}");
+        }
+    }
+    s
 }

@@ -173,47 +173,68 @@ host: {{ posting: cpu_gdr, completion: interrupt, moderation: {{ usecs: {usecs}u
 
 /// Message rate of a burst of small messages saturates at the pipeline's slowest stage:
 /// the posting thread (one WQE build + one doorbell per message), the NIC's DMA read
-/// slots (a WQE fetch and a payload read per message, each a round trip plus its bytes)
-/// or the send engine (`wqe_processing` per WQE). Within 1%.
+/// slots (a WQE fetch and a payload read per message, each a round trip plus its bytes),
+/// the send engine (`wqe_processing` per WQE) or the staging copies. Within 1% of
+/// `analytic::host::message_rate_limit`, itself checked against the hand formula.
 #[test]
 fn message_rate_saturates_at_the_pipeline_limit() {
+    use doorbell::analytic::host::message_rate_limit;
     let rt = 800_000.0; // ps, default PCIe round trip
     let bw = 400e9 / 8.0 / 1e12; // bytes per ps
     let size = 8.0;
-    // (host section, analytic messages per second)
     let read_slots = 64.0 / ((rt + 64.0 / bw) + (rt + size / bw)) * 1e12;
+    // (host section, what binds, the hand formula)
     let cases = [
-        // CPU posting: 100 ns build + 150 ns doorbell.
-        ("posting: cpu_gdr", 1e12 / 250_000.0),
-        // GPU posting (32 threads x 500 ns: 64 M/s): the 64 read slots bind.
-        ("posting: gpu", read_slots),
-        // Fewer read slots.
+        ("posting: cpu_gdr", "posting", 1e12 / 250_000.0),
+        ("posting: cpu_proxy", "posting", 1e12 / 250_000.0),
+        // 32 GPU threads x 500 ns: 64 M/s; the 64 read slots bind first.
+        ("posting: gpu", "DMA read slots", read_slots),
         (
             "posting: gpu, nic: { max_outstanding_reads: 16 }",
+            "DMA read slots",
             read_slots / 4.0,
         ),
-        // A slow send engine.
+        // BlueFlame: no WQE fetch, one read per message.
+        (
+            "posting: gpu, blueflame: true, gpu_posting_threads: 64",
+            "DMA read slots",
+            64.0 / (rt + size / bw) * 1e12,
+        ),
         (
             "posting: gpu, nic: { wqe_processing: 50ns }",
+            "NIC send engine",
             1e12 / 50_000.0,
         ),
-        // Doorbell batching lifts the CPU bound to 1 / (build + doorbell / 16).
         (
             "posting: cpu_gdr, doorbell_batch: 16",
+            "posting",
             1e12 / (100_000.0 + 150_000.0 / 16.0),
         ),
+        (
+            "posting: cpu, memory: gpu",
+            "staging copies",
+            1e12 / (5_000_000.0 + size / bw),
+        ),
     ];
-    for (host, expected) in cases {
+    for (host, bound, hand) in cases {
         let sc = scenario(&two_hosts(&format!(
             "workload: [ {{ stream: {{ src: 0, dst: 1, size: 8B, count: 20000 }} }} ]\nhost: {{ {host} }}"
         )));
+        let cfg = sc.host.as_ref().unwrap();
+        let limit = message_rate_limit(&sc, cfg, cfg.posting, 8).unwrap();
+        assert!(limit.bound_by.starts_with(bound), "{host}: {limit:?}");
+        assert!(
+            (limit.messages_per_s - hand).abs() / hand < 1e-9,
+            "{host}: analytic {limit:?} vs hand {hand}"
+        );
+        // Staged copies are slow: fewer messages suffice to reach steady state.
         let s = summarize(&sc, &run(&sc)).host.unwrap();
-        let err = (s.messages_per_s - expected).abs() / expected;
+        let err = (s.messages_per_s - hand).abs() / hand;
         assert!(
             err < 0.01,
             "{host}: {:.3} M/s vs {:.3} M/s ({:.2}%)",
             s.messages_per_s / 1e6,
-            expected / 1e6,
+            hand / 1e6,
             err * 100.0
         );
     }
@@ -281,4 +302,57 @@ host: { posting: cpu_gdr }",
     )
     .unwrap_err();
     assert_eq!(err.path, "workload[0].stream.posting");
+}
+
+/// On an idle fabric every message of a ping-pong matches `analytic::host` stage by
+/// stage, to the picosecond: each posting mode, polled and with interrupts (moderated,
+/// unmoderated, adaptive), one hop and two, GPU or host memory, BlueFlame, inline data,
+/// and GPUDirect over the CPU interconnect.
+#[test]
+fn ping_pong_matches_the_analytic_pipeline_stage_by_stage() {
+    use doorbell::analytic::host::unloaded_stages;
+    let fabric = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 2, host_link: { rate: 400Gbps, latency: 150ns }, fabric_link: { rate: 400Gbps, latency: 600ns } }
+switch: { latency: 250ns }";
+    let hosts = [
+        "posting: cpu, memory: gpu",
+        "posting: cpu, memory: host, completion: interrupt",
+        "posting: cpu_gdr, memory: gpu, completion: interrupt, moderation: off",
+        "posting: cpu_gdr, memory: gpu, completion: interrupt, moderation: adaptive",
+        "posting: cpu_gdr, memory: gpu, completion: interrupt, moderation: { usecs: 4us, frames: 1 }",
+        "posting: cpu_proxy, memory: gpu",
+        "posting: gpu, memory: gpu",
+        "posting: gpu, memory: gpu, blueflame: true, inline_max: 64B",
+        "posting: cpu_gdr, memory: gpu, pcie: { nic_gpu: [6], cross_socket: interconnect }",
+        "posting: gpu, memory: gpu, pcie: { nic_gpu: [6], cross_socket: interconnect }",
+    ];
+    let mut checked = 0;
+    for host in hosts {
+        for (a, b) in [(0, 1), (0, 3)] {
+            for size in [8u64, 64, 9000, 1 << 20] {
+                let sc = scenario(&format!(
+                    "{fabric}
+workload: [ {{ ping_pong: {{ hosts: [{a}, {b}], size: {size}B, iterations: 2 }} }} ]
+host: {{ {host} }}"
+                ));
+                let out = run(&sc);
+                let h = out.host.as_ref().unwrap();
+                let cfg = sc.host.as_ref().unwrap();
+                for (i, m) in h.msgs.iter().enumerate() {
+                    assert!(m.done(), "{host}: message {i} done");
+                    let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
+                    let want = unloaded_stages(&sc, cfg, cfg.posting, src, dst, size).unwrap();
+                    for (k, w) in want.iter().enumerate() {
+                        assert_eq!(
+                            m.t[k + 1] - m.t[k],
+                            w.0,
+                            "{host}, {src}->{dst}, {size} B: stage {}",
+                            STAGES[k]
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 10 * 2 * 4 * 4);
 }
