@@ -8,6 +8,8 @@
 //!   PFC and DCQCN, whole run
 //!   including building the fabric; throughput is its simulated events.
 //! - `quickstart`: `scenarios/quickstart.yaml`.
+//! - `doorbell-cpu_gdr-irq`: `scenarios/doorbell.yaml` (21,000 small messages) with the
+//!   host model's every stage and moderated interrupts.
 //!
 //! Run: `cargo bench --bench engine`. Peak memory is not measured here: see the README
 //! (`doorbell run scenarios/permutation-256.yaml` writes it to `perf.json`).
@@ -66,6 +68,17 @@ fn scenario_runs(c: &mut Criterion) {
             ],
         ),
         ("quickstart", "quickstart", vec![]),
+        // The host model on: every message through posting, doorbell, DMA, CQE and
+        // moderated interrupts (the CPU-posting GPUDirect set of doorbell.yaml).
+        (
+            "doorbell-cpu_gdr-irq",
+            "doorbell",
+            vec![
+                "compare=[]".to_string(),
+                "host.posting=cpu_gdr".to_string(),
+                "host.completion=interrupt".to_string(),
+            ],
+        ),
     ] {
         let sc = load(
             &root.join(format!("scenarios/{name}.yaml")),

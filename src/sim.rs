@@ -127,8 +127,9 @@ struct Qp {
     /// Finished; the slot is reused once no host lists it.
     dead: bool,
     /// Work requests posted by software and still in the host/NIC pipeline (not yet
-    /// known to the requester).
-    in_pipeline: u32,
+    /// known to the requester), in posting order: the requester takes them in this
+    /// order, however fast each gets through the pipeline (RC executes in order).
+    pipeline: VecDeque<FlowId>,
     /// Bumped each time the slot is reused.
     gen: u32,
     /// DCQCN rate limiters: requester to responder (WRITE/SEND data), and responder to
@@ -608,7 +609,7 @@ impl Sim {
                     let qp = &mut self.qps[slot as usize];
                     self.flows[flow as usize].qp = slot;
                     self.flows[flow as usize].qp_gen = qp.gen;
-                    if qp.req.outstanding_wrs() + (qp.in_pipeline as usize) < max_send_wr as usize {
+                    if qp.req.outstanding_wrs() + qp.pipeline.len() < max_send_wr as usize {
                         self.post_wr(now, slot, flow);
                     } else {
                         qp.backlog.push_back(flow);
@@ -624,7 +625,7 @@ impl Sim {
                 let req = Requester::new(params, posted_now);
                 let _ = op;
                 let qp = Qp {
-                    in_pipeline: 0,
+                    pipeline: VecDeque::new(),
                     src,
                     dst,
                     backlog: VecDeque::new(),
@@ -682,7 +683,7 @@ impl Sim {
     /// without a host model, else through the host and NIC pipeline.
     fn post_wr(&mut self, now: SimTime, slot: u32, flow: FlowId) {
         if self.hostm.is_some() {
-            self.qps[slot as usize].in_pipeline += 1;
+            self.qps[slot as usize].pipeline.push_back(flow);
             self.begin_post(now, flow);
             return;
         }
@@ -1075,12 +1076,12 @@ impl Sim {
             }
         }
         // Flows waiting for send-queue room get it (or are flushed with the queue pair).
-        while qp.req.outstanding_wrs() + (qp.in_pipeline as usize) < max_send_wr {
+        while qp.req.outstanding_wrs() + qp.pipeline.len() < max_send_wr {
             let Some(next) = qp.backlog.pop_front() else {
                 break;
             };
             if host_model {
-                qp.in_pipeline += 1;
+                qp.pipeline.push_back(next);
                 self.to_post.push(next);
                 continue;
             }
@@ -1099,7 +1100,7 @@ impl Sim {
         if qp.req.outstanding_wrs() == 0
             && qp.read_left == 0
             && qp.backlog.is_empty()
-            && qp.in_pipeline == 0
+            && qp.pipeline.is_empty()
         {
             // Done: keep its counters and retire the queue pair.
             self.rc_totals.add(&qp.req.stats);

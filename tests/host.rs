@@ -311,9 +311,12 @@ host: { posting: cpu_gdr }",
 #[test]
 fn ping_pong_matches_the_analytic_pipeline_stage_by_stage() {
     use doorbell::analytic::host::unloaded_stages;
-    let fabric = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 2, host_link: { rate: 400Gbps, latency: 150ns }, fabric_link: { rate: 400Gbps, latency: 600ns } }
-switch: { latency: 250ns }";
-    let hosts = [
+    let mut checked = 0;
+    for transport in ["write", "read"] {
+        let fabric = format!("topology: {{ leaves: 2, spines: 1, hosts_per_leaf: 2, host_link: {{ rate: 400Gbps, latency: 150ns }}, fabric_link: {{ rate: 400Gbps, latency: 600ns }} }}
+switch: {{ latency: 250ns }}
+transport: {{ rc: {{ operation: {transport} }} }}");
+        let hosts = [
         "posting: cpu, memory: gpu",
         "posting: cpu, memory: host, completion: interrupt",
         "posting: cpu_gdr, memory: gpu, completion: interrupt, moderation: off",
@@ -324,35 +327,94 @@ switch: { latency: 250ns }";
         "posting: gpu, memory: gpu, blueflame: true, inline_max: 64B",
         "posting: cpu_gdr, memory: gpu, pcie: { nic_gpu: [6], cross_socket: interconnect }",
         "posting: gpu, memory: gpu, pcie: { nic_gpu: [6], cross_socket: interconnect }",
+        // Same root complex, different PCIe switches: P2P turns in the root complex.
+        "posting: cpu_gdr, memory: gpu, pcie: { nic_switch: [5], root_complex_p2p_bandwidth: 100Gbps }",
     ];
-    let mut checked = 0;
-    for host in hosts {
-        for (a, b) in [(0, 1), (0, 3)] {
-            for size in [8u64, 64, 9000, 1 << 20] {
-                let sc = scenario(&format!(
-                    "{fabric}
+        for host in hosts {
+            for (a, b) in [(0, 1), (0, 3)] {
+                for size in [8u64, 64, 9000, 1 << 20] {
+                    let sc = scenario(&format!(
+                        "{fabric}
 workload: [ {{ ping_pong: {{ hosts: [{a}, {b}], size: {size}B, iterations: 2 }} }} ]
 host: {{ {host} }}"
-                ));
-                let out = run(&sc);
-                let h = out.host.as_ref().unwrap();
-                let cfg = sc.host.as_ref().unwrap();
-                for (i, m) in h.msgs.iter().enumerate() {
-                    assert!(m.done(), "{host}: message {i} done");
-                    let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
-                    let want = unloaded_stages(&sc, cfg, cfg.posting, src, dst, size).unwrap();
-                    for (k, w) in want.iter().enumerate() {
-                        assert_eq!(
-                            m.t[k + 1] - m.t[k],
-                            w.0,
-                            "{host}, {src}->{dst}, {size} B: stage {}",
-                            STAGES[k]
-                        );
+                    ));
+                    let out = run(&sc);
+                    let h = out.host.as_ref().unwrap();
+                    let cfg = sc.host.as_ref().unwrap();
+                    for (i, m) in h.msgs.iter().enumerate() {
+                        assert!(m.done(), "{host}: message {i} done");
+                        let (src, dst) = if i % 2 == 0 { (a, b) } else { (b, a) };
+                        let want = unloaded_stages(&sc, cfg, cfg.posting, src, dst, size).unwrap();
+                        for (k, w) in want.iter().enumerate() {
+                            assert_eq!(
+                                m.t[k + 1] - m.t[k],
+                                w.0,
+                                "{host}, {src}->{dst}, {size} B: stage {}",
+                                STAGES[k]
+                            );
+                        }
+                        checked += 1;
                     }
-                    checked += 1;
                 }
             }
         }
     }
-    assert_eq!(checked, 10 * 2 * 4 * 4);
+    assert_eq!(checked, 2 * 11 * 2 * 4 * 4);
+}
+
+/// RC executes a queue pair's work requests in order: a small inline message posted just
+/// after a large one gets through the pipeline first (no payload read) but still waits
+/// for it on the shared queue pair.
+#[test]
+fn work_requests_keep_their_order_on_a_queue_pair() {
+    let sc = scenario(&two_hosts(
+        "workload:
+  - { stream: { src: 0, dst: 1, size: 1MiB, count: 1 } }
+  - { stream: { src: 0, dst: 1, size: 8B, count: 1, start: 1ns } }
+host: { posting: cpu_gdr, inline_max: 64B, posting_threads: 2 }",
+    ));
+    let out = run(&sc);
+    let h = out.host.as_ref().unwrap();
+    assert!(
+        h.msgs[1].t[5] < h.msgs[0].t[5],
+        "the inline message is ready first"
+    );
+    assert!(out.flows[1].finish.unwrap() > out.flows[0].finish.unwrap());
+}
+
+/// Without completions at the sender (raw transport), its active span still covers its
+/// posting: CPU shares stay shares.
+#[test]
+fn cpu_shares_stay_below_one_without_sender_completions() {
+    let sc = scenario_with(
+        &two_hosts(
+            "workload: [ { stream: { src: 0, dst: 1, size: 4KB, count: 1000 } } ]
+host: { posting: cpu_gdr, completion: interrupt }",
+        ),
+        &["transport.mode=raw"],
+    );
+    let s = summarize(&sc, &run(&sc)).host.unwrap();
+    assert_eq!(s.messages, 1000);
+    assert!(
+        s.cpu_util.max > 0.0 && s.cpu_util.max <= 1.0,
+        "{:?}",
+        s.cpu_util
+    );
+}
+
+/// Host costs that would serialize past a simulated day are refused before the run.
+#[test]
+fn host_costs_past_a_day_are_refused() {
+    let err = doorbell::scenario::parse_str(
+        &two_hosts(
+            "workload: [ { stream: { src: 0, dst: 1, size: 8B, count: 20000000 } } ]
+host: { costs: { wqe_build: 1s } }",
+        ),
+        "x.yaml",
+        "x",
+        &doorbell::scenario::Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.path, "host");
+    assert!(err.message.contains("simulated day"), "{}", err.message);
 }

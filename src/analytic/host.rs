@@ -28,6 +28,9 @@ pub fn unloaded_stages(
     let rx = if read { src } else { dst };
     let tx_path = h.data_path(src % h.nics_per_host, mode)?;
     let rx_path = h.data_path(rx % h.nics_per_host, mode)?;
+    // The data is staged where it lives: for a READ, at the responder.
+    let source = if read { dst } else { src };
+    let source_path = h.data_path(source % h.nics_per_host, mode)?;
     let c = &h.costs;
     let rt = h.pcie_round_trip;
     let half = SimDuration(rt.0 / 2);
@@ -82,13 +85,13 @@ pub fn unloaded_stages(
         },
     };
     Ok([
-        copy(tx_path.staged),
+        copy(source_path.staged),
         handoff + build + bell,
         half + tx_path.control_extra,
         fetch,
         h.wqe_processing + payload,
         super::ideal_fct_paced(sc, src, dst, size, Some(tx_path.dma_bandwidth)),
-        half + rx_path.control_extra,
+        half + rx_path.control_extra.max(rx_path.payload_extra),
         notification,
         copy(rx_path.staged),
     ])

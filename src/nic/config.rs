@@ -12,7 +12,7 @@ use crate::scenario::schema::{
 use crate::units::{BitsPerSec, SimDuration};
 
 /// One default: its value, and its source or the assumption behind it.
-pub struct Default<T> {
+pub struct Sourced<T> {
     pub value: T,
     pub source: &'static str,
 }
@@ -25,105 +25,105 @@ const fn ns(n: u64) -> SimDuration {
 /// table print these.
 pub mod defaults {
     use super::*;
-    pub const CORES: Default<u32> = Default {
+    pub const CORES: Sourced<u32> = Sourced {
         value: 112,
         source: "NVIDIA DGX H100: 2 x 56-core Xeon 8480C",
     };
-    pub const GPUS_PER_HOST: Default<u32> = Default {
+    pub const GPUS_PER_HOST: Sourced<u32> = Sourced {
         value: 8,
         source: "NVIDIA DGX H100: 8 GPUs",
     };
-    pub const NICS_PER_HOST: Default<u32> = Default {
+    pub const NICS_PER_HOST: Sourced<u32> = Sourced {
         value: 1,
         source: "assumption: one fabric port per topology host (a DGX has 8; set nics_per_host)",
     };
-    pub const POSTING_THREADS: Default<u32> = Default {
+    pub const POSTING_THREADS: Sourced<u32> = Sourced {
         value: 1,
         source: "perftest and NCCL post from one thread per NIC",
     };
-    pub const GPU_POSTING_THREADS: Default<u32> = Default {
+    pub const GPU_POSTING_THREADS: Sourced<u32> = Sourced {
         value: 32,
         source: "assumption: one warp of NVSHMEM IBGDA posting threads per NIC",
     };
-    pub const PCIE_BANDWIDTH: Default<BitsPerSec> = Default {
+    pub const PCIE_BANDWIDTH: Sourced<BitsPerSec> = Sourced {
         value: BitsPerSec(400_000_000_000),
         source: "PCIe Gen5 x16: 63 GB/s raw, about 80% after TLP/DLLP overhead (Neugebauer et al., SIGCOMM 2018)",
     };
-    pub const PCIE_ROUND_TRIP: Default<SimDuration> = Default {
+    pub const PCIE_ROUND_TRIP: Sourced<SimDuration> = Sourced {
         value: ns(800),
         source: "a small DMA read's round trip, 0.5-1 us (Neugebauer et al., SIGCOMM 2018; design reference)",
     };
-    pub const ROOT_COMPLEXES: Default<u32> = Default {
+    pub const ROOT_COMPLEXES: Sourced<u32> = Sourced {
         value: 2,
         source: "a dual-socket server: one root complex per socket",
     };
-    pub const INTERCONNECT_BANDWIDTH: Default<BitsPerSec> = Default {
+    pub const INTERCONNECT_BANDWIDTH: Sourced<BitsPerSec> = Sourced {
         value: BitsPerSec(80_000_000_000),
         source: "assumption: peer-to-peer across UPI/xGMI runs far below PCIe (10 GB/s); NCCL disables GDR across sockets for this reason (NCCL_NET_GDR_LEVEL)",
     };
-    pub const INTERCONNECT_LATENCY: Default<SimDuration> = Default {
+    pub const INTERCONNECT_LATENCY: Sourced<SimDuration> = Sourced {
         value: ns(200),
         source: "assumption: one socket-to-socket hop",
     };
-    pub const MAX_OUTSTANDING_READS: Default<u32> = Default {
+    pub const MAX_OUTSTANDING_READS: Sourced<u32> = Sourced {
         value: 64,
         source: "assumption: the NIC's DMA read tags in flight; calibrate with ib_write_bw -s 8 message rate",
     };
-    pub const WQE_PROCESSING: Default<SimDuration> = Default {
+    pub const WQE_PROCESSING: Sourced<SimDuration> = Sourced {
         value: ns(5),
         source: "ConnectX-6: 215 million messages/s, about 5 ns per WQE (NVIDIA product brief)",
     };
-    pub const WQE_BYTES: Default<u64> = Default {
+    pub const WQE_BYTES: Sourced<u64> = Sourced {
         value: 64,
         source: "mlx5 send WQE basic block: 64 B (rdma-core providers/mlx5)",
     };
-    pub const CQE_BYTES: Default<u64> = Default {
+    pub const CQE_BYTES: Sourced<u64> = Sourced {
         value: 64,
         source: "mlx5 CQE: 64 B (rdma-core providers/mlx5)",
     };
-    pub const WQE_BUILD: Default<SimDuration> = Default {
+    pub const WQE_BUILD: Sourced<SimDuration> = Sourced {
         value: ns(100),
         source: "assumption: ibv_post_send's software path, about 0.1 us (Kalia et al., ATC 2016)",
     };
-    pub const DOORBELL_MMIO: Default<SimDuration> = Default {
+    pub const DOORBELL_MMIO: Sourced<SimDuration> = Sourced {
         value: ns(150),
         source: "assumption: an MMIO write and store fence, the cost Kalia et al. (ATC 2016) batch doorbells to avoid",
     };
-    pub const CQE_POLL: Default<SimDuration> = Default {
+    pub const CQE_POLL: Sourced<SimDuration> = Sourced {
         value: ns(50),
         source: "assumption: ibv_poll_cq reading one CQE",
     };
-    pub const HARD_IRQ: Default<SimDuration> = Default {
+    pub const HARD_IRQ: Sourced<SimDuration> = Sourced {
         value: ns(1_000),
         source: "assumption: interrupt entry, handler and exit, about 1 us",
     };
-    pub const SOFTIRQ: Default<SimDuration> = Default {
+    pub const SOFTIRQ: Sourced<SimDuration> = Sourced {
         value: ns(2_000),
         source:
             "assumption: completion handler, CQ re-arm and waking the consumer thread, about 2 us",
     };
-    pub const COPY_LAUNCH: Default<SimDuration> = Default {
+    pub const COPY_LAUNCH: Sourced<SimDuration> = Sourced {
         value: ns(5_000),
         source: "assumption: cudaMemcpyAsync launch and synchronisation, about 5 us",
     };
-    pub const PROXY_HANDOFF: Default<SimDuration> = Default {
+    pub const PROXY_HANDOFF: Sourced<SimDuration> = Sourced {
         value: ns(1_000),
         source: "assumption: the GPU writes a host-memory FIFO over PCIe and the proxy's loop picks it up",
     };
-    pub const GPU_WQE_BUILD: Default<SimDuration> = Default {
+    pub const GPU_WQE_BUILD: Sourced<SimDuration> = Sourced {
         value: ns(200),
         source: "assumption: a GPU thread writing a WQE to GPU memory",
     };
-    pub const GPU_DOORBELL: Default<SimDuration> = Default {
+    pub const GPU_DOORBELL: Sourced<SimDuration> = Sourced {
         value: ns(300),
         source:
             "assumption: a GPU thread's MMIO write to the NIC's doorbell over PCIe peer-to-peer",
     };
-    pub const GPU_CQE_POLL: Default<SimDuration> = Default {
+    pub const GPU_CQE_POLL: Sourced<SimDuration> = Sourced {
         value: ns(200),
         source: "assumption: a GPU thread reading a CQE from GPU memory",
     };
-    pub const MODERATION: Default<Moderation> = Default {
+    pub const MODERATION: Sourced<Moderation> = Sourced {
         value: Moderation::MLX5E_DEFAULT,
         source: "mlx5e default CQ moderation: 16 us / 32 completions (design reference)",
     };
@@ -180,6 +180,11 @@ pub struct HostConfig {
     pub root_complexes: u32,
     pub gpu_root_complex: Vec<u32>,
     pub nic_root_complex: Vec<u32>,
+    /// PCIe switch of each GPU and NIC (default: one per root complex).
+    pub gpu_switch: Vec<u32>,
+    pub nic_switch: Vec<u32>,
+    /// Peer-to-peer between switches of one root complex goes through it at this rate.
+    pub root_complex_p2p_bandwidth: BitsPerSec,
     pub nic_gpu: Vec<u32>,
     pub cross_socket: CrossSocket,
     pub interconnect_bandwidth: BitsPerSec,
@@ -225,7 +230,17 @@ impl HostConfig {
             payload_extra: SimDuration::ZERO,
             control_extra: SimDuration::ZERO,
         };
-        if !wants_p2p || g_rc == n_rc {
+        if !wants_p2p {
+            return Ok(path);
+        }
+        if g_rc == n_rc {
+            if self.gpu_switch[gpu as usize] != self.nic_switch[nic as usize] {
+                // Under one root complex but not one switch: P2P turns in the root
+                // complex, at its own peer-to-peer rate.
+                if gpu_mem {
+                    path.dma_bandwidth = self.pcie_bandwidth.min(self.root_complex_p2p_bandwidth);
+                }
+            }
             return Ok(path);
         }
         match self.cross_socket {
@@ -254,7 +269,13 @@ impl HostConfig {
 
 /// Resolves the `host:` section against the topology's host count. Errors are
 /// (field path under `host`, message).
-pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (String, String)> {
+/// `strict`: refuse fields that have no effect (moderation while polling); off for a
+/// compare set's merged section, which may switch to polling without clearing them.
+pub fn resolve(
+    spec: &HostSpec,
+    topology_hosts: u32,
+    strict: bool,
+) -> Result<HostConfig, (String, String)> {
     use defaults as d;
     let e = |p: &str, m: String| Err((p.to_string(), m));
     let pos = |p: &str, v: Option<u32>, def: u32, max: u32| -> Result<u32, (String, String)> {
@@ -291,11 +312,20 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
         d::POSTING_THREADS.value,
         cores,
     )?;
+    if nics * posting_threads > cores {
+        return e(
+            "posting_threads",
+            format!(
+                "{nics} NICs x {posting_threads} posting threads need {} cores; the host has {cores}",
+                nics * posting_threads
+            ),
+        );
+    }
     let gpu_posting_threads = pos(
         "gpu_posting_threads",
         spec.gpu_posting_threads,
         d::GPU_POSTING_THREADS.value,
-        1 << 16,
+        1024,
     )?;
     let doorbell_batch = pos("doorbell_batch", spec.doorbell_batch, 1, 1 << 16)?;
     let p = &spec.pcie;
@@ -343,6 +373,42 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
         "NIC",
         spread(nics),
     )?;
+    // PCIe switches: by default one per root complex (every device under a root complex
+    // shares its switch).
+    let gpu_switch = list(
+        "pcie.gpu_switch",
+        &p.gpu_switch,
+        gpus,
+        256,
+        "GPU",
+        gpu_root_complex.clone(),
+    )?;
+    let nic_switch = list(
+        "pcie.nic_switch",
+        &p.nic_switch,
+        nics,
+        256,
+        "NIC",
+        nic_root_complex.clone(),
+    )?;
+    // A switch hangs off one root complex.
+    let mut switch_rc: std::collections::BTreeMap<u32, u32> = Default::default();
+    for (what, sw, rc) in [
+        ("gpu_switch", &gpu_switch, &gpu_root_complex),
+        ("nic_switch", &nic_switch, &nic_root_complex),
+    ] {
+        for (i, (&s, &r)) in sw.iter().zip(rc.iter()).enumerate() {
+            if let Some(&other) = switch_rc.get(&s) {
+                if other != r {
+                    return e(
+                        &format!("pcie.{what}[{i}]"),
+                        format!("switch {s} is under root complex {other}, but this device is under root complex {r}"),
+                    );
+                }
+            }
+            switch_rc.insert(s, r);
+        }
+    }
     let nic_gpu = list(
         "pcie.nic_gpu",
         &p.nic_gpu,
@@ -412,7 +478,7 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
     let _ = DIM_LEVELS;
     let notify = match spec.completion.unwrap_or(CompletionMode::Poll) {
         CompletionMode::Poll => {
-            if spec.moderation.is_some() {
+            if strict && spec.moderation.is_some() {
                 return e(
                     "moderation",
                     "interrupt moderation needs `completion: interrupt` (completions are polled)"
@@ -455,6 +521,13 @@ pub fn resolve(spec: &HostSpec, topology_hosts: u32) -> Result<HostConfig, (Stri
         root_complexes: rcs,
         gpu_root_complex,
         nic_root_complex,
+        gpu_switch,
+        nic_switch,
+        root_complex_p2p_bandwidth: rate(
+            "pcie.root_complex_p2p_bandwidth",
+            p.root_complex_p2p_bandwidth,
+            d::PCIE_BANDWIDTH.value,
+        )?,
         nic_gpu,
         cross_socket: p.cross_socket.unwrap_or(CrossSocket::Refuse),
         interconnect_bandwidth: rate(

@@ -1353,9 +1353,87 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // The largest packet: a full MTU with the RETH of a first WRITE packet.
     let flow_control =
         resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
-    let resolve_host_at = |spec: &schema::HostSpec, at: &str| -> VResult<HostConfig> {
-        let h = crate::nic::config::resolve(spec, topology.hosts())
+    // Upper bound on messages, for the host model's serialized costs below.
+    let messages: f64 = workload
+        .iter()
+        .map(|w| match w {
+            Workload::Flows(list) => list.len() as f64,
+            Workload::Permutation { .. } => hosts as f64,
+            Workload::Incast { senders, .. } => *senders as f64,
+            Workload::AllToAll { .. } => hosts as f64 * (hosts as f64 - 1.0),
+            Workload::Stream { count, .. } => *count as f64,
+            Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
+            Workload::Poisson {
+                load,
+                dist,
+                start,
+                until,
+                src_hosts,
+                ..
+            } => {
+                2.0 * load * topology.host_link.rate.0 as f64 / (8.0 * dist.mean())
+                    * until.0.saturating_sub(start.0) as f64
+                    / 1e12
+                    * src_hosts.len() as f64
+                    + 100.0
+            }
+        })
+        .sum();
+    let biggest_message = workload
+        .iter()
+        .map(|w| match w {
+            Workload::Flows(list) => list.iter().map(|x| x.size).max().unwrap_or(0),
+            Workload::Permutation { size, .. }
+            | Workload::Incast { size, .. }
+            | Workload::AllToAll { size, .. }
+            | Workload::Stream { size, .. }
+            | Workload::PingPong { size, .. } => *size,
+            Workload::Poisson { dist, .. } => dist.max(),
+        })
+        .max()
+        .unwrap_or(0);
+    let resolve_host_at = |spec: &schema::HostSpec,
+                           at: &str,
+                           strict: bool|
+     -> VResult<HostConfig> {
+        let h = crate::nic::config::resolve(spec, topology.hosts(), strict)
             .map_err(|(p, m)| (format!("{at}.{p}"), m))?;
+        // Posting threads, copy engines and interrupt cores serialize each message's
+        // costs: all of them together must stay well inside simulated time.
+        let c = &h.costs;
+        let slowest = h
+            .pcie_bandwidth
+            .min(h.interconnect_bandwidth)
+            .min(h.root_complex_p2p_bandwidth);
+        let per_message = [
+            c.wqe_build,
+            c.doorbell_mmio,
+            c.cqe_poll,
+            c.hard_irq,
+            c.softirq,
+            c.copy_launch,
+            c.copy_launch,
+            c.proxy_handoff,
+            c.gpu_wqe_build,
+            c.gpu_doorbell,
+            c.gpu_cqe_poll,
+            h.wqe_processing,
+            h.pcie_round_trip,
+            h.pcie_round_trip,
+        ]
+        .iter()
+        .map(|d| d.0 as f64)
+        .sum::<f64>()
+            + 3.0 * crate::units::serialization_delay(biggest_message, slowest).0 as f64;
+        if per_message * messages > MAX_TIME.0 as f64 {
+            return err(
+                at,
+                format!(
+                    "about {messages:.0} messages at up to {:.1} us of host costs each would run past a simulated day",
+                    per_message / 1e6
+                ),
+            );
+        }
         // Every mode in use must have a data path on every NIC.
         for nic in 0..h.nics_per_host {
             h.data_path(nic, h.posting)
@@ -1369,7 +1447,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         Ok(h)
     };
     let host = match &f.host {
-        Some(spec) => Some(resolve_host_at(spec, "host")?),
+        Some(spec) => Some(resolve_host_at(spec, "host", true)?),
         None => {
             if let Some((path, _)) = workload_posting.iter().find(|(_, m)| m.is_some()) {
                 return err(
@@ -1450,7 +1528,11 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             (None, _) => host.clone(),
             (Some(over), base) => {
                 let merged = schema::merge_host(&base.clone().unwrap_or_default(), over);
-                Some(resolve_host_at(&merged, &format!("compare[{i}].host"))?)
+                Some(resolve_host_at(
+                    &merged,
+                    &format!("compare[{i}].host"),
+                    false,
+                )?)
             }
         };
         compare.push(CompareSet {

@@ -934,6 +934,12 @@ pub struct PcieSpec {
     pub nic_root_complex: Option<Vec<u32>>,
     /// The GPU whose memory each NIC's messages use; default: GPU `n x gpus / nics`.
     pub nic_gpu: Option<Vec<u32>>,
+    /// PCIe switch of each GPU / NIC; default: one switch per root complex.
+    pub gpu_switch: Option<Vec<u32>>,
+    pub nic_switch: Option<Vec<u32>>,
+    /// Peer-to-peer rate through a root complex (between its switches); default: the
+    /// PCIe bandwidth.
+    pub root_complex_p2p_bandwidth: Option<Rate>,
     pub cross_socket: Option<CrossSocket>,
     pub interconnect_bandwidth: Option<Rate>,
     /// Added to each one-way crossing of the CPU interconnect.
@@ -1002,6 +1008,9 @@ pub fn merge_host(base: &HostSpec, over: &HostSpec) -> HostSpec {
         gpu_root_complex,
         nic_root_complex,
         nic_gpu,
+        gpu_switch,
+        nic_switch,
+        root_complex_p2p_bandwidth,
         cross_socket,
         interconnect_bandwidth,
         interconnect_latency

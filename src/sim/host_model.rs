@@ -130,6 +130,14 @@ pub struct NicStats {
     pub moderation_level_changes: u64,
 }
 
+impl NicStats {
+    /// Something happened on this NIC (or its host's side of it) at `t`.
+    fn touch(&mut self, t: SimTime) {
+        self.first_activity = Some(self.first_activity.map_or(t, |f| f.min(t)));
+        self.last_activity = self.last_activity.max(t);
+    }
+}
+
 struct NicState {
     posters: [Vec<Poster>; 4],
     reads_out: u32,
@@ -308,8 +316,13 @@ impl Sim {
     /// A message's application wants to send it: start its posting path.
     pub(super) fn begin_post(&mut self, now: SimTime, flow: FlowId) {
         let def = self.flows[flow as usize].def;
+        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
+        // The GPU holding the data stages it: the requester's, or for a READ the
+        // responder's.
+        let source = if read { def.dst } else { def.src };
         let h = self.hostm.as_mut().expect("host model");
         let path = h.path(def.src, def.workload);
+        let staged = h.path(source, def.workload).staged;
         let cfg = &h.cfg;
         let (copy_launch, pcie, handoff) = (
             cfg.costs.copy_launch,
@@ -319,16 +332,17 @@ impl Sim {
         let m = &mut h.msgs[flow as usize];
         m.mode = path.mode;
         m.t[T_START] = now.0;
-        let nic = &mut h.nics[def.src as usize];
-        nic.stats.first_activity.get_or_insert(now);
+        h.nics[def.src as usize].stats.touch(now);
+        let nic = &mut h.nics[source as usize];
         let mut at = now;
-        if path.staged {
+        if staged {
             // GPU to host: launched by the CPU, carried by the GPU's copy engine.
             let start = now.max(nic.ce_free);
             at = start + copy_launch + serialization_delay(def.size, pcie);
             nic.ce_free = at;
             nic.stats.cpu_ps[CPU_COPIES] += copy_launch.0;
             nic.stats.pcie_bytes += def.size;
+            nic.stats.touch(at);
         }
         m.t[T_COPIED] = at.0;
         if path.mode == PostingMode::CpuProxy {
@@ -414,6 +428,7 @@ impl Sim {
             p.batch_len = 0;
             n.stats.doorbells += 1;
             n.stats.pcie_bytes += 8;
+            n.stats.touch(now);
             let mut f = head;
             let mut extra = SimDuration::ZERO;
             while f != NONE {
@@ -501,8 +516,16 @@ impl Sim {
             f = m.next_in_batch;
         }
         if blueflame && len == 1 {
-            let src = self.flows[head as usize].def.src;
-            self.hm().nics[src as usize].stats.pcie_bytes += 64;
+            let def = self.flows[head as usize].def;
+            let h = self.hm();
+            // The WQE (with any inline payload) rode on the doorbell write.
+            let inline = if def.size <= h.cfg.inline_max {
+                def.size
+            } else {
+                0
+            };
+            let bytes = h.cfg.wqe_bytes + inline;
+            h.nics[def.src as usize].stats.pcie_bytes += bytes;
             self.hm().msgs[head as usize].t[T_FETCHED] = now.0;
             self.process(now, head);
         } else {
@@ -590,6 +613,7 @@ impl Sim {
     fn wr_ready(&mut self, now: SimTime, flow: FlowId) {
         self.hm().msgs[flow as usize].t[T_READY] = now.0;
         let src = self.flows[flow as usize].def.src;
+        self.hm().nics[src as usize].stats.touch(now);
         if self.rc.is_none() {
             self.hosts[src as usize].activate(flow);
             self.kick(now, src);
@@ -598,10 +622,18 @@ impl Sim {
         let slot = self.flows[flow as usize].qp;
         debug_assert!(slot != NO_QP);
         let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
-        let size = self.flows[flow as usize].def.size;
+        // The requester takes work requests in posting order: this one, and any later
+        // ones that were ready first, once everything before them is.
+        let h = self.hostm.as_ref().expect("host model");
         let qp = &mut self.qps[slot as usize];
-        qp.in_pipeline -= 1;
-        qp.req.post(flow as u64, op, size);
+        while let Some(&next) = qp.pipeline.front() {
+            if h.msgs[next as usize].t[T_READY] == u64::MAX {
+                break;
+            }
+            qp.pipeline.pop_front();
+            qp.req
+                .post(next as u64, op, self.flows[next as usize].def.size);
+        }
         if !qp.req_listed && qp.req.has_work() {
             qp.req_listed = true;
             self.hosts[src as usize].activate(job_requester(slot));
@@ -614,7 +646,10 @@ impl Sim {
     pub(super) fn dma_read(&mut self, now: SimTime, nic: u32, flow: FlowId, payload: u64) {
         let def = self.flows[flow as usize].def;
         let h = self.hm();
-        let bw = h.path(def.src, def.workload).dma_bandwidth;
+        if def.size <= h.cfg.inline_max {
+            return; // the payload came with the WQE
+        }
+        let bw = h.path(nic, def.workload).dma_bandwidth;
         let n = &mut h.nics[nic as usize];
         n.dma_next = n.dma_next.max(now) + serialization_delay(payload, bw);
     }
@@ -632,10 +667,10 @@ impl Sim {
             return;
         }
         h.msgs[flow as usize].t[T_DELIVERED] = now.0;
-        let at = now + h.cqe_latency(rx, def.workload);
+        let at = now + h.cqe_latency(rx, def.workload, true);
         let n = &mut h.nics[rx as usize];
         n.stats.pcie_bytes += def.size;
-        n.stats.first_activity.get_or_insert(now);
+        n.stats.touch(now);
         self.q.schedule(
             at,
             Event::FlowStage {
@@ -651,7 +686,7 @@ impl Sim {
         let Some(h) = self.hostm.as_mut() else {
             return;
         };
-        let at = now + h.cqe_latency(def.src, def.workload);
+        let at = now + h.cqe_latency(def.src, def.workload, false);
         self.q.schedule(
             at,
             Event::FlowStage {
@@ -668,10 +703,13 @@ impl Sim {
         } else {
             self.flows[flow as usize].def.src
         };
+        let workload = self.flows[flow as usize].def.workload;
         let h = self.hm();
         let c = h.cfg.costs;
         let cqe_bytes = h.cfg.cqe_bytes;
-        let mode = h.msgs[flow as usize].mode;
+        // The consumer of this CQ works in its own NIC's mode (a `stage` fallback on one
+        // side does not change the other).
+        let mode = h.path(nic, workload).mode;
         let interrupts = matches!(h.cfg.notify, Notify::Interrupt(_));
         if recv {
             h.msgs[flow as usize].t[T_CQE] = now.0;
@@ -690,7 +728,7 @@ impl Sim {
                 now + c.cqe_poll
             }
             PostingMode::Cpu | PostingMode::CpuGdr => {
-                n.stats.first_activity.get_or_insert(now);
+                n.stats.touch(now);
                 n.irq_pending.push_back((flow, recv));
                 let m = n
                     .moderator
@@ -704,8 +742,8 @@ impl Sim {
                 return;
             }
         };
-        n.stats.first_activity.get_or_insert(now);
-        n.stats.last_activity = n.stats.last_activity.max(notified);
+        n.stats.touch(now);
+        n.stats.touch(notified);
         self.notified(notified, flow, recv);
     }
 
@@ -761,7 +799,8 @@ impl Sim {
         };
         n.stats.cpu_ps[CPU_INTERRUPTS] += completions as u64 * c.cqe_poll.0;
         n.irq_busy_until = at + SimDuration(completions as u64 * c.cqe_poll.0);
-        n.stats.last_activity = n.stats.last_activity.max(n.irq_busy_until);
+        let busy = n.irq_busy_until;
+        n.stats.touch(busy);
         self.sync_irq_timer(nic);
         for _ in 0..completions {
             let (flow, recv) = self.hm().nics[nic as usize]
@@ -794,6 +833,7 @@ impl Sim {
             n.stats.cpu_ps[CPU_COPIES] += copy_launch.0;
             n.stats.pcie_bytes += def.size;
         }
+        h.nics[rx as usize].stats.touch(done);
         h.msgs[flow as usize].t[T_DONE] = done.0;
         self.message_done(done, flow);
     }
@@ -810,10 +850,17 @@ impl Sim {
 }
 
 impl HostModel {
-    /// From a message landing to its CQE being visible: half a PCIe round trip (after the
-    /// data, which it follows in order), plus the interconnect when the CQ is in GPU
-    /// memory across sockets.
-    fn cqe_latency(&self, nic: u32, workload: u16) -> SimDuration {
-        SimDuration(self.cfg.pcie_round_trip.0 / 2) + self.path(nic, workload).control_extra
+    /// From a message landing (or its ACK arriving) to its CQE being visible: half a PCIe
+    /// round trip, plus the CPU interconnect when the CQ is in GPU memory across sockets
+    /// or, for a received message, when its data (which the CQE follows in order) crosses
+    /// it.
+    fn cqe_latency(&self, nic: u32, workload: u16, recv: bool) -> SimDuration {
+        let p = self.path(nic, workload);
+        let extra = if recv {
+            p.control_extra.max(p.payload_extra)
+        } else {
+            p.control_extra
+        };
+        SimDuration(self.cfg.pcie_round_trip.0 / 2) + extra
     }
 }
