@@ -329,6 +329,9 @@ transport: {{ rc: {{ operation: {transport} }} }}");
         "posting: gpu, memory: gpu, pcie: { nic_gpu: [6], cross_socket: interconnect }",
         // Same root complex, different PCIe switches: P2P turns in the root complex.
         "posting: cpu_gdr, memory: gpu, pcie: { nic_switch: [5], root_complex_p2p_bandwidth: 100Gbps }",
+        // Different memory at each end.
+        "posting: cpu, memory: { source: gpu, destination: host }",
+        "posting: cpu_gdr, memory: { source: host, destination: gpu }, pcie: { nic_gpu: [6], cross_socket: interconnect }",
     ];
         for host in hosts {
             for (a, b) in [(0, 1), (0, 3)] {
@@ -359,7 +362,7 @@ host: {{ {host} }}"
             }
         }
     }
-    assert_eq!(checked, 2 * 11 * 2 * 4 * 4);
+    assert_eq!(checked, 2 * 13 * 2 * 4 * 4);
 }
 
 /// RC executes a queue pair's work requests in order: a small inline message posted just

@@ -26,11 +26,12 @@ pub fn unloaded_stages(
 ) -> Result<[SimDuration; 9], String> {
     let read = matches!(&sc.transport, Transport::Rc(rc) if rc.operation == Op::Read);
     let rx = if read { src } else { dst };
-    let tx_path = h.data_path(src % h.nics_per_host, mode)?;
-    let rx_path = h.data_path(rx % h.nics_per_host, mode)?;
+    let (ms, md) = (h.memory_source, h.memory_destination);
+    let tx_path = h.data_path(src % h.nics_per_host, mode, ms)?;
+    let rx_path = h.data_path(rx % h.nics_per_host, mode, md)?;
     // The data is staged where it lives: for a READ, at the responder.
     let source = if read { dst } else { src };
-    let source_path = h.data_path(source % h.nics_per_host, mode)?;
+    let source_path = h.data_path(source % h.nics_per_host, mode, ms)?;
     let c = &h.costs;
     let rt = h.pcie_round_trip;
     let half = SimDuration(rt.0 / 2);
@@ -112,7 +113,7 @@ pub fn message_rate_limit(
     mode: PostingMode,
     size: u64,
 ) -> Result<RateBound, String> {
-    let path = h.data_path(0, mode)?;
+    let path = h.data_path(0, mode, h.memory_source)?;
     let c = &h.costs;
     let ps = |d: SimDuration| d.0.max(1) as f64;
     let batch = h.doorbell_batch as f64;
@@ -149,7 +150,10 @@ pub fn message_rate_limit(
         ));
     }
     bounds.push((1e12 / ps(h.wqe_processing), "NIC send engine"));
-    if path.staged {
+    let rx_staged = h
+        .data_path(0, mode, h.memory_destination)
+        .is_ok_and(|p| p.staged);
+    if path.staged || rx_staged {
         bounds.push((
             1e12 / ps(c.copy_launch + serialization_delay(size, h.pcie_bandwidth)),
             "staging copies",

@@ -62,7 +62,7 @@ pub struct WorkloadHost {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HostSummary {
     pub posting: &'static str,
-    pub memory: &'static str,
+    pub memory: String,
     pub completion: String,
     pub hosts: u32,
     pub cores_per_host: u32,
@@ -284,10 +284,7 @@ pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSu
         .collect();
     HostSummary {
         posting: cfg.posting.name(),
-        memory: match cfg.memory {
-            crate::scenario::schema::MemoryKind::Gpu => "gpu",
-            crate::scenario::schema::MemoryKind::Host => "host",
-        },
+        memory: cfg.memory_name(),
         completion: completion_name(cfg),
         hosts: hosts as u32,
         cores_per_host: cfg.cores,

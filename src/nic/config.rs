@@ -164,7 +164,9 @@ pub struct HostCosts {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostConfig {
     pub posting: PostingMode,
-    pub memory: MemoryKind,
+    /// Where a message's data is read from, and where it is written to.
+    pub memory_source: MemoryKind,
+    pub memory_destination: MemoryKind,
     pub notify: Notify,
     pub blueflame: bool,
     /// Messages up to this size travel inside their WQE (no payload read); 0: none.
@@ -213,15 +215,34 @@ pub struct DataPath {
 }
 
 impl HostConfig {
-    /// The data path of a message on local NIC `nic` posted in `mode`; an error when the
-    /// mode needs peer-to-peer DMA that the PCIe topology refuses.
-    pub fn data_path(&self, nic: u32, mode: PostingMode) -> Result<DataPath, String> {
+    /// `gpu`, `host`, or `gpu->host` (source to destination).
+    pub fn memory_name(&self) -> String {
+        let n = |m: MemoryKind| match m {
+            MemoryKind::Gpu => "gpu",
+            MemoryKind::Host => "host",
+        };
+        if self.memory_source == self.memory_destination {
+            n(self.memory_source).to_string()
+        } else {
+            format!("{}->{}", n(self.memory_source), n(self.memory_destination))
+        }
+    }
+
+    /// The data path on local NIC `nic` of a message posted in `mode` whose buffer at
+    /// this NIC is in `memory`; an error when the mode needs peer-to-peer DMA that the
+    /// PCIe topology refuses.
+    pub fn data_path(
+        &self,
+        nic: u32,
+        mode: PostingMode,
+        memory: MemoryKind,
+    ) -> Result<DataPath, String> {
         let gpu = self.nic_gpu[nic as usize];
         let (g_rc, n_rc) = (
             self.gpu_root_complex[gpu as usize],
             self.nic_root_complex[nic as usize],
         );
-        let gpu_mem = self.memory == MemoryKind::Gpu;
+        let gpu_mem = memory == MemoryKind::Gpu;
         let wants_p2p = mode != PostingMode::Cpu && (gpu_mem || mode == PostingMode::Gpu);
         let mut path = DataPath {
             mode,
@@ -506,7 +527,8 @@ pub fn resolve(
     }
     Ok(HostConfig {
         posting: spec.posting.unwrap_or(PostingMode::Cpu),
-        memory: spec.memory.unwrap_or(MemoryKind::Host),
+        memory_source: spec.memory.map_or(MemoryKind::Host, |m| m.source),
+        memory_destination: spec.memory.map_or(MemoryKind::Host, |m| m.destination),
         notify,
         blueflame: spec.blueflame.unwrap_or(false),
         inline_max,

@@ -1436,11 +1436,14 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         }
         // Every mode in use must have a data path on every NIC.
         for nic in 0..h.nics_per_host {
-            h.data_path(nic, h.posting)
-                .map_err(|m| (format!("{at}.posting"), m))?;
-            for (path, mode) in &workload_posting {
-                if let Some(mode) = mode {
-                    h.data_path(nic, *mode).map_err(|m| (path.clone(), m))?;
+            for memory in [h.memory_source, h.memory_destination] {
+                h.data_path(nic, h.posting, memory)
+                    .map_err(|m| (format!("{at}.posting"), m))?;
+                for (path, mode) in &workload_posting {
+                    if let Some(mode) = mode {
+                        h.data_path(nic, *mode, memory)
+                            .map_err(|m| (path.clone(), m))?;
+                    }
                 }
             }
         }

@@ -819,6 +819,56 @@ pub enum MemoryKind {
     Host,
 }
 
+/// `host.memory`: `gpu`, `host`, or `{ source: gpu, destination: host }`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemorySpec {
+    pub source: MemoryKind,
+    pub destination: MemoryKind,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryMapSpec {
+    source: MemoryKind,
+    destination: MemoryKind,
+}
+
+impl<'de> Deserialize<'de> for MemorySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "`gpu`, `host` or `{ source: gpu|host, destination: gpu|host }`";
+        impl<'de> Visitor<'de> for V {
+            type Value = MemorySpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<MemorySpec, E> {
+                let k = match s {
+                    "gpu" => MemoryKind::Gpu,
+                    "host" => MemoryKind::Host,
+                    _ => {
+                        return Err(E::custom(format!(
+                            "unknown memory `{s}`, expected {EXPECTED}"
+                        )))
+                    }
+                };
+                Ok(MemorySpec {
+                    source: k,
+                    destination: k,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<MemorySpec, A::Error> {
+                let f = MemoryMapSpec::deserialize(de::value::MapAccessDeserializer::new(m))?;
+                Ok(MemorySpec {
+                    source: f.source,
+                    destination: f.destination,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// How the CPU learns of completions in the `cpu` and `cpu_gdr` modes (`host.completion`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -897,7 +947,7 @@ impl<'de> Deserialize<'de> for ModerationSpec {
 #[serde(deny_unknown_fields)]
 pub struct HostSpec {
     pub posting: Option<PostingMode>,
-    pub memory: Option<MemoryKind>,
+    pub memory: Option<MemorySpec>,
     pub completion: Option<CompletionMode>,
     pub moderation: Option<ModerationSpec>,
     /// Push a single small WQE with its doorbell (no WQE fetch).

@@ -160,8 +160,9 @@ pub struct HostModel {
     pub cfg: HostConfig,
     nics: Vec<NicState>,
     pub msgs: Vec<MsgTimes>,
-    /// Data path per local NIC and posting mode.
-    paths: Vec<[Option<DataPath>; 4]>,
+    /// Data path per local NIC, posting mode, and side: 0 where the data is read (the
+    /// source memory), 1 where it is written (the destination memory).
+    paths: Vec<[[Option<DataPath>; 2]; 4]>,
     /// Posting mode per workload item.
     modes: Vec<PostingMode>,
 }
@@ -198,9 +199,12 @@ impl HostModel {
     ) -> Self {
         let paths = (0..cfg.nics_per_host)
             .map(|n| {
-                let mut a = [None; 4];
+                let mut a = [[None; 2]; 4];
                 for m in MODES {
-                    a[mode_index(m)] = cfg.data_path(n, m).ok();
+                    a[mode_index(m)] = [
+                        cfg.data_path(n, m, cfg.memory_source).ok(),
+                        cfg.data_path(n, m, cfg.memory_destination).ok(),
+                    ];
                 }
                 a
             })
@@ -268,10 +272,20 @@ impl HostModel {
         }
     }
 
-    fn path(&self, nic: u32, workload: u16) -> DataPath {
+    fn path(&self, nic: u32, workload: u16, side: usize) -> DataPath {
         let mode = self.modes[workload as usize];
-        self.paths[(nic % self.cfg.nics_per_host) as usize][mode_index(mode)]
+        self.paths[(nic % self.cfg.nics_per_host) as usize][mode_index(mode)][side]
             .expect("every posting mode in use has a data path (checked by validation)")
+    }
+
+    /// The path on `nic` to a message's source buffer (and the posting side's mode).
+    fn tx(&self, nic: u32, workload: u16) -> DataPath {
+        self.path(nic, workload, 0)
+    }
+
+    /// The path on `nic` to a message's destination buffer.
+    fn rx(&self, nic: u32, workload: u16) -> DataPath {
+        self.path(nic, workload, 1)
     }
 
     /// When `nic` may DMA the next payload bytes.
@@ -321,8 +335,8 @@ impl Sim {
         // responder's.
         let source = if read { def.dst } else { def.src };
         let h = self.hostm.as_mut().expect("host model");
-        let path = h.path(def.src, def.workload);
-        let staged = h.path(source, def.workload).staged;
+        let path = h.tx(def.src, def.workload);
+        let staged = h.tx(source, def.workload).staged;
         let cfg = &h.cfg;
         let (copy_launch, pcie, handoff) = (
             cfg.costs.copy_launch,
@@ -438,7 +452,7 @@ impl Sim {
             }
             h.msgs[head as usize].batch_len = len;
             let def = self.flows[head as usize].def;
-            extra += h.path(def.src, def.workload).control_extra;
+            extra += h.tx(def.src, def.workload).control_extra;
             self.q.schedule(
                 now + latency + extra,
                 Event::FlowStage {
@@ -572,7 +586,7 @@ impl Sim {
         let def = self.flows[flow as usize].def;
         let mtu = self.mtu;
         let h = self.hostm.as_mut().expect("host model");
-        let path = h.path(def.src, def.workload);
+        let path = h.tx(def.src, def.workload);
         let cfg = &h.cfg;
         let (bytes, extra, bw) = if kind == ST_FETCHED {
             // Every WQE of the batch, with any inline payload.
@@ -649,7 +663,7 @@ impl Sim {
         if def.size <= h.cfg.inline_max {
             return; // the payload came with the WQE
         }
-        let bw = h.path(nic, def.workload).dma_bandwidth;
+        let bw = h.tx(nic, def.workload).dma_bandwidth;
         let n = &mut h.nics[nic as usize];
         n.dma_next = n.dma_next.max(now) + serialization_delay(payload, bw);
     }
@@ -709,7 +723,11 @@ impl Sim {
         let cqe_bytes = h.cfg.cqe_bytes;
         // The consumer of this CQ works in its own NIC's mode (a `stage` fallback on one
         // side does not change the other).
-        let mode = h.path(nic, workload).mode;
+        let mode = if recv {
+            h.rx(nic, workload).mode
+        } else {
+            h.tx(nic, workload).mode
+        };
         let interrupts = matches!(h.cfg.notify, Notify::Interrupt(_));
         if recv {
             h.msgs[flow as usize].t[T_CQE] = now.0;
@@ -821,7 +839,7 @@ impl Sim {
         let rx = self.data_receiver(flow);
         let def = self.flows[flow as usize].def;
         let h = self.hm();
-        let staged = h.path(rx, def.workload).staged;
+        let staged = h.rx(rx, def.workload).staged;
         let (copy_launch, pcie) = (h.cfg.costs.copy_launch, h.cfg.pcie_bandwidth);
         h.msgs[flow as usize].t[T_NOTIFIED] = at.0;
         let mut done = at;
@@ -855,7 +873,11 @@ impl HostModel {
     /// or, for a received message, when its data (which the CQE follows in order) crosses
     /// it.
     fn cqe_latency(&self, nic: u32, workload: u16, recv: bool) -> SimDuration {
-        let p = self.path(nic, workload);
+        let p = if recv {
+            self.rx(nic, workload)
+        } else {
+            self.tx(nic, workload)
+        };
         let extra = if recv {
             p.control_extra.max(p.payload_extra)
         } else {
