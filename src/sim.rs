@@ -301,11 +301,19 @@ pub struct Sim {
     /// Flows waiting for a flow to be done: the first, and each one's next sibling.
     dep_head: Vec<FlowId>,
     dep_next: Vec<FlowId>,
-    /// Reused buffers: READs delivered, sends completed and backlog flows to post,
-    /// gathered while a queue pair is borrowed.
-    completed: Vec<FlowId>,
-    send_completed: Vec<FlowId>,
-    to_post: Vec<FlowId>,
+    /// What `after_requester_input` gathered while a queue pair was borrowed.
+    todo: Vec<(Todo, FlowId)>,
+}
+
+/// Follow-ups of a requester's completions.
+#[derive(Clone, Copy, Debug)]
+enum Todo {
+    /// A READ's data arrived.
+    Delivered,
+    /// A WRITE or SEND was acknowledged.
+    SendCompleted,
+    /// A backlogged message got send-queue room: into the host pipeline.
+    Post,
 }
 
 impl Sim {
@@ -410,9 +418,7 @@ impl Sim {
             .as_ref()
             .map(|h| HostModel::new(h, topo.hosts(), flows.len(), &sc.posting));
         Sim {
-            completed: Vec::new(),
-            send_completed: Vec::new(),
-            to_post: Vec::new(),
+            todo: Vec::new(),
             hostm,
             dep_head,
             dep_next,
@@ -1058,10 +1064,10 @@ impl Sim {
                     f.outcome = Outcome::Completed;
                     if op == Op::Read {
                         if first {
-                            self.completed.push(c.wr_id as FlowId);
+                            self.todo.push((Todo::Delivered, c.wr_id as FlowId));
                         }
                     } else if host_model {
-                        self.send_completed.push(c.wr_id as FlowId);
+                        self.todo.push((Todo::SendCompleted, c.wr_id as FlowId));
                     }
                 }
                 status => {
@@ -1082,7 +1088,7 @@ impl Sim {
             };
             if host_model {
                 qp.pipeline.push_back(next);
-                self.to_post.push(next);
+                self.todo.push((Todo::Post, next));
                 continue;
             }
             qp.req
@@ -1126,27 +1132,18 @@ impl Sim {
     /// Hands on what `after_requester_input` collected: READs delivered, sends
     /// completed, backlog flows to post through the host pipeline.
     fn after_completions(&mut self, now: SimTime) {
-        let mut i = 0;
-        while i < self.completed.len() {
-            let f = self.completed[i];
-            self.on_delivered(now, f);
-            i += 1;
+        // In the order they were collected; the buffer is lent out and given back so
+        // that its capacity is reused.
+        let mut todo = std::mem::take(&mut self.todo);
+        for &(what, f) in &todo {
+            match what {
+                Todo::Delivered => self.on_delivered(now, f),
+                Todo::SendCompleted => self.on_send_completed(now, f),
+                Todo::Post => self.begin_post(now, f),
+            }
         }
-        self.completed.clear();
-        i = 0;
-        while i < self.send_completed.len() {
-            let f = self.send_completed[i];
-            self.on_send_completed(now, f);
-            i += 1;
-        }
-        self.send_completed.clear();
-        i = 0;
-        while i < self.to_post.len() {
-            let f = self.to_post[i];
-            self.begin_post(now, f);
-            i += 1;
-        }
-        self.to_post.clear();
+        todo.clear();
+        self.todo = todo;
     }
 
     /// Starts serializing `pkt` (`wire` bytes) on `port` at `start` (>= now) and schedules

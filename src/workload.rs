@@ -73,6 +73,46 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// Largest flow it can make, bytes.
+    pub fn max_size(&self) -> u64 {
+        match self {
+            Workload::Flows(list) => list.iter().map(|x| x.size).max().unwrap_or(0),
+            Workload::Permutation { size, .. }
+            | Workload::Incast { size, .. }
+            | Workload::AllToAll { size, .. }
+            | Workload::Stream { size, .. }
+            | Workload::PingPong { size, .. } => *size,
+            Workload::Poisson { dist, .. } => dist.max(),
+        }
+    }
+
+    /// How many flows it expands to on `hosts` hosts (Poisson: the expected number of
+    /// arrivals at `host_rate_bps`).
+    pub fn expected_flows(&self, hosts: u32, host_rate_bps: u64) -> f64 {
+        let h = hosts as f64;
+        match self {
+            Workload::Flows(list) => list.len() as f64,
+            Workload::Permutation { .. } => h,
+            Workload::Incast { senders, .. } => *senders as f64,
+            Workload::AllToAll { .. } => h * (h - 1.0),
+            Workload::Stream { count, .. } => *count as f64,
+            Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
+            Workload::Poisson {
+                load,
+                dist,
+                start,
+                until,
+                src_hosts,
+                ..
+            } => {
+                load * host_rate_bps as f64 / (8.0 * dist.mean())
+                    * until.0.saturating_sub(start.0) as f64
+                    / 1e12
+                    * src_hosts.len() as f64
+            }
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Workload::Flows(_) => "flows",

@@ -367,33 +367,13 @@ fn cheap_to_run(sc: &Scenario) -> bool {
     let packets = |size: f64| (size / mtu).ceil().max(1.0);
     let (mut flows, mut ideal_steps) = (0.0f64, 0.0f64);
     for w in &sc.workload {
-        let (n, steps) = match w {
-            Workload::Flows(list) => (
-                list.len() as f64,
-                list.iter().map(|f| packets(f.size as f64)).sum(),
-            ),
-            // Ideal FCTs are cached by size and same-leaf-or-not.
-            Workload::Permutation { size, .. } => (hosts, 2.0 * packets(*size as f64)),
-            Workload::Incast { senders, size, .. } => {
-                (*senders as f64, 2.0 * packets(*size as f64))
-            }
-            Workload::AllToAll { size, .. } => (hosts * (hosts - 1.0), 2.0 * packets(*size as f64)),
-            Workload::Stream { count, size, .. } => (*count as f64, 2.0 * packets(*size as f64)),
-            Workload::PingPong {
-                iterations, size, ..
-            } => (2.0 * *iterations as f64, 2.0 * packets(*size as f64)),
-            Workload::Poisson {
-                load,
-                dist,
-                start,
-                until,
-                src_hosts,
-                ..
-            } => {
-                let secs = until.0.saturating_sub(start.0) as f64 / 1e12;
-                let n = load * rate / (8.0 * dist.mean()) * secs * src_hosts.len() as f64;
-                (n, n * packets(dist.mean()) + packets(dist.max() as f64))
-            }
+        let n = w.expected_flows(sc.topology.hosts(), rate as u64);
+        // Ideal FCTs are cached by size and same-leaf-or-not, except for explicit flows
+        // and Poisson arrivals (one per distinct size).
+        let steps = match w {
+            Workload::Flows(list) => list.iter().map(|f| packets(f.size as f64)).sum(),
+            Workload::Poisson { dist, .. } => n * packets(dist.mean()) + packets(dist.max() as f64),
+            _ => 2.0 * packets(w.max_size() as f64),
         };
         flows += n;
         ideal_steps += steps;

@@ -1324,14 +1324,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // would carry simulated time towards overflow: reject it.
     let slowest = topology.host_link.rate.min(topology.fabric_link.rate);
     for (i, w) in workload.iter().enumerate() {
-        let biggest = match w {
-            Workload::Flows(list) => list.iter().map(|x| x.size).max().unwrap_or(0),
-            Workload::Permutation { size, .. }
-            | Workload::Incast { size, .. }
-            | Workload::AllToAll { size, .. } => *size,
-            Workload::Poisson { dist, .. } => dist.max(),
-            Workload::Stream { size, .. } | Workload::PingPong { size, .. } => *size,
-        };
+        let biggest = w.max_size();
         let packets = biggest.div_ceil(mtu);
         let wire = biggest + packets * (encapsulation.overhead_bytes() + 16);
         if crate::units::serialization_delay(wire, slowest) > MAX_TIME {
@@ -1353,45 +1346,17 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // The largest packet: a full MTU with the RETH of a first WRITE packet.
     let flow_control =
         resolve_flow_control(&f.flow_control, &topology, buffer_bytes, mtu_wire + 16)?;
-    // Upper bound on messages, for the host model's serialized costs below.
+    // Upper bound on messages (Poisson: twice the expected arrivals, plus a margin), for
+    // the host model's serialized costs below.
+    let rate = topology.host_link.rate.0;
     let messages: f64 = workload
         .iter()
         .map(|w| match w {
-            Workload::Flows(list) => list.len() as f64,
-            Workload::Permutation { .. } => hosts as f64,
-            Workload::Incast { senders, .. } => *senders as f64,
-            Workload::AllToAll { .. } => hosts as f64 * (hosts as f64 - 1.0),
-            Workload::Stream { count, .. } => *count as f64,
-            Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
-            Workload::Poisson {
-                load,
-                dist,
-                start,
-                until,
-                src_hosts,
-                ..
-            } => {
-                2.0 * load * topology.host_link.rate.0 as f64 / (8.0 * dist.mean())
-                    * until.0.saturating_sub(start.0) as f64
-                    / 1e12
-                    * src_hosts.len() as f64
-                    + 100.0
-            }
+            Workload::Poisson { .. } => 2.0 * w.expected_flows(hosts, rate) + 100.0,
+            _ => w.expected_flows(hosts, rate),
         })
         .sum();
-    let biggest_message = workload
-        .iter()
-        .map(|w| match w {
-            Workload::Flows(list) => list.iter().map(|x| x.size).max().unwrap_or(0),
-            Workload::Permutation { size, .. }
-            | Workload::Incast { size, .. }
-            | Workload::AllToAll { size, .. }
-            | Workload::Stream { size, .. }
-            | Workload::PingPong { size, .. } => *size,
-            Workload::Poisson { dist, .. } => dist.max(),
-        })
-        .max()
-        .unwrap_or(0);
+    let biggest_message = workload.iter().map(|w| w.max_size()).max().unwrap_or(0);
     let resolve_host_at = |spec: &schema::HostSpec,
                            at: &str,
                            strict: bool|
