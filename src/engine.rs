@@ -60,6 +60,10 @@ pub enum Event {
     PosterDone { nic: u32, poster: u32 },
     /// A NIC's interrupt moderation timer may be due.
     Irq { nic: u32 },
+    /// Collective run `run` begins its first iteration.
+    CollStart { run: u32 },
+    /// Transfer `xfer` of collective run `run` has landed (and been reduced).
+    CollDone { run: u32, xfer: u32 },
 }
 
 #[derive(Debug)]

@@ -9,13 +9,17 @@
 //! - [`fabric`]: ports (serialization + propagation), switch buffers, drops;
 //! - [`packet`]: encapsulation overheads and the packet pool;
 //! - [`host`]: the minimal line-rate sender (the seam the NIC and RC transport replace);
-//! - [`workload`]: flows, permutation, incast, all-to-all, Poisson with size CDFs;
+//! - [`workload`]: flows, permutation, incast, all-to-all, Poisson with size CDFs,
+//!   message streams and ping-pongs;
+//! - [`nic`]: the host and NIC model's parameters and interrupt moderation;
+//! - [`collective`]: NCCL-style collectives over GPU ranks;
 //! - [`sim`]: the wiring and event dispatch;
 //! - [`analytic`]: closed forms the simulator is tested against;
 //! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table.
 
 pub mod analytic;
 pub mod cc;
+pub mod collective;
 pub mod compare;
 pub mod engine;
 pub mod fabric;

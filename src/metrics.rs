@@ -202,6 +202,9 @@ pub struct Summary {
     /// The host model's figures, when the scenario has `host:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostSummary>,
+    /// One entry per collective workload item.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<crate::collective::CollectiveSummary>,
 }
 
 /// Time per tier, microseconds (tiers: host_to_leaf, leaf_to_spine, spine_to_leaf,
@@ -584,6 +587,11 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             .host
             .as_ref()
             .map(|h| host::summarize_host(h, &out.flows)),
+        collectives: out
+            .collectives
+            .iter()
+            .map(crate::collective::summarize)
+            .collect(),
     }
 }
 

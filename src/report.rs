@@ -33,6 +33,12 @@ pub fn write_files(
         write_timeseries_csv(&dir.join("timeseries.csv"), sc, ts, out)?;
     }
     write_ports_csv(&dir.join("ports.csv"), sc, out)?;
+    if !summary.collectives.is_empty() {
+        std::fs::write(
+            dir.join("collective.csv"),
+            crate::collective::collective_csv(&summary.collectives),
+        )?;
+    }
     Ok(())
 }
 
@@ -450,6 +456,9 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
     }
     if let Some(h) = &s.host {
         o.push_str(&render_host(h));
+    }
+    for c in &s.collectives {
+        o.push_str(&crate::collective::nccl_table(c));
     }
     o
 }

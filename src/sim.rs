@@ -58,6 +58,7 @@ use rand::Rng;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
+mod collective_glue;
 mod host_model;
 use host_model::HostModel;
 pub use host_model::{
@@ -100,16 +101,56 @@ pub struct FlowState {
     /// not reach the new queue pair.
     qp: u32,
     qp_gen: u32,
+    /// Connection key (0, or 1 + channel for a collective's transfer).
+    pub conn: u32,
+    /// The collective transfer it carries: (run, transfer).
+    pub coll: Option<(u32, u32)>,
 }
 
 const NO_QP: u32 = u32::MAX;
 
+impl FlowState {
+    /// Flow number `i` of the run; ideal FCTs are cached by size and same-leaf-or-not.
+    fn new(
+        sc: &Scenario,
+        topo: &Topology,
+        ideal_cache: &mut HashMap<(u64, bool), SimDuration>,
+        i: usize,
+        def: FlowDef,
+    ) -> FlowState {
+        let same_leaf = topo.leaf_of(def.src) == topo.leaf_of(def.dst);
+        let ideal = *ideal_cache
+            .entry((def.size, same_leaf))
+            .or_insert_with(|| ideal_fct(sc, def.src, def.dst, def.size));
+        FlowState {
+            def,
+            flow_hash: stream_seed(sc.seed, Stream::FlowHash, i as u64, 0) as u32,
+            segmented: 0,
+            delivered: 0,
+            packets_sent: 0,
+            packets_dropped: 0,
+            retransmissions: 0,
+            finish: None,
+            failed_at: None,
+            outcome: Outcome::Pending,
+            ideal,
+            qp: NO_QP,
+            qp_gen: 0,
+            conn: 0,
+            coll: None,
+        }
+    }
+}
+
 /// An RC queue pair: both halves, and the glue's bookkeeping for them.
 #[derive(Debug)]
 struct Qp {
-    /// Requester's host and responder's host.
+    /// Requester's host and responder's host, and the connection (see `Sim::pairs`).
     src: u32,
     dst: u32,
+    conn: u32,
+    /// Its packets' ECMP hash: that of the flow that opened it.
+    flow_hash: u32,
     /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
     backlog: VecDeque<FlowId>,
     /// The flow whose READ responses are streaming.
@@ -245,6 +286,8 @@ pub struct RunOutput {
     pub wall_seconds: f64,
     /// The host model's counters and message timestamps, when `host:` is set.
     pub host: Option<HostOutput>,
+    /// One result per collective workload item.
+    pub collectives: Vec<crate::collective::CollectiveResult>,
 }
 
 /// Per-port fault state.
@@ -283,7 +326,9 @@ pub struct Sim {
     qps: Vec<Qp>,
     free_qps: Vec<u32>,
     /// Open queue pair per (requester host, responder host) when connections are shared.
-    pairs: HashMap<(u32, u32), u32>,
+    /// Keyed by (requester, responder, connection): connection 0 for ordinary flows,
+    /// 1 + channel for a collective's.
+    pairs: HashMap<(u32, u32, u32), u32>,
     rc_totals: RcTotals,
     faults: Vec<Option<PortFaults>>,
     cc: Option<DcqcnParams>,
@@ -303,6 +348,13 @@ pub struct Sim {
     dep_next: Vec<FlowId>,
     /// What `after_requester_input` gathered while a queue pair was borrowed.
     todo: Vec<(Todo, FlowId)>,
+    /// Collective runs, the transfers they asked for, and when each GPU's intra-host link
+    /// is next free (by global GPU id).
+    colls: Vec<crate::collective::CollectiveRun>,
+    coll_out: Vec<crate::collective::Send>,
+    gpu_link_free: Vec<SimTime>,
+    gpus_per_server: u32,
+    ideal_cache: HashMap<(u64, bool), SimDuration>,
 }
 
 /// Follow-ups of a requester's completions.
@@ -325,27 +377,7 @@ impl Sim {
         let flows: Vec<FlowState> = defs
             .into_iter()
             .enumerate()
-            .map(|(i, def)| {
-                let same_leaf = topo.leaf_of(def.src) == topo.leaf_of(def.dst);
-                let ideal = *ideal_cache
-                    .entry((def.size, same_leaf))
-                    .or_insert_with(|| ideal_fct(sc, def.src, def.dst, def.size));
-                FlowState {
-                    def,
-                    flow_hash: stream_seed(sc.seed, Stream::FlowHash, i as u64, 0) as u32,
-                    segmented: 0,
-                    delivered: 0,
-                    packets_sent: 0,
-                    packets_dropped: 0,
-                    retransmissions: 0,
-                    finish: None,
-                    failed_at: None,
-                    outcome: Outcome::Pending,
-                    ideal,
-                    qp: NO_QP,
-                    qp_gen: 0,
-                }
-            })
+            .map(|(i, def)| FlowState::new(sc, &topo, &mut ideal_cache, i, def))
             .collect();
         let ports: Vec<Port> = (0..topo.ports())
             .map(|p| {
@@ -417,7 +449,30 @@ impl Sim {
             .host
             .as_ref()
             .map(|h| HostModel::new(h, topo.hosts(), flows.len(), &sc.posting));
+        // Collectives: their ranks, and their first iteration at their start time.
+        let mut colls = Vec::new();
+        for (i, w) in sc.workload.iter().enumerate() {
+            if let crate::workload::Workload::Collective(c) = w {
+                let ranks =
+                    crate::collective::place_on(c, sc.host.as_ref(), topo.hosts(), sc.seed, i)
+                        .expect("placement checked by validation");
+                q.schedule(
+                    SimTime(c.start.0),
+                    Event::CollStart {
+                        run: colls.len() as u32,
+                    },
+                );
+                colls.push(crate::collective::CollectiveRun::new(c, i as u16, ranks));
+            }
+        }
+        let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
+        let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
         Sim {
+            colls,
+            coll_out: Vec::new(),
+            gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
+            gpus_per_server,
+            ideal_cache,
             todo: Vec::new(),
             hostm,
             dep_head,
@@ -541,6 +596,20 @@ impl Sim {
                     true
                 }
                 Event::Irq { nic } => self.on_irq_timer(now, nic),
+                Event::CollStart { run } => {
+                    let mut out = std::mem::take(&mut self.coll_out);
+                    self.colls[run as usize].start(now, &mut out);
+                    self.dispatch_sends(now, run, &mut out);
+                    self.coll_out = out;
+                    true
+                }
+                Event::CollDone { run, xfer } => {
+                    let mut out = std::mem::take(&mut self.coll_out);
+                    self.colls[run as usize].on_done(now, xfer, &mut out);
+                    self.dispatch_sends(now, run, &mut out);
+                    self.coll_out = out;
+                    true
+                }
             };
             if acted {
                 last = now;
@@ -556,7 +625,9 @@ impl Sim {
             }
             t
         });
-        let stalled = !stopped && self.flows.iter().any(|f| f.outcome == Outcome::Pending);
+        let stalled = !stopped
+            && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                || self.colls.iter().any(|c| !c.is_done()));
         RunOutput {
             events: self.q.events_processed(),
             peak_packets_in_flight: self.pool.peak_live(),
@@ -572,6 +643,7 @@ impl Sim {
             samples: self.samples,
             wall_seconds: wall.elapsed().as_secs_f64(),
             host: self.hostm.map(HostModel::into_output),
+            collectives: self.colls.iter().map(|c| c.result()).collect(),
         }
     }
 
@@ -594,7 +666,14 @@ impl Sim {
                 );
             }
         }
+        self.start_flow(now, flow);
+    }
+
+    /// A flow (from the workload, or a collective's transfer) starts: onto its queue
+    /// pair, or for the raw transport straight to its host.
+    fn start_flow(&mut self, now: SimTime, flow: FlowId) {
         let src = self.flows[flow as usize].def.src;
+        let conn = self.flows[flow as usize].conn;
         let job = match &self.rc {
             None => flow,
             Some(rc) => {
@@ -605,12 +684,13 @@ impl Sim {
                     rc.operation,
                 );
                 let max_send_wr = rc.max_send_wr;
-                let shared = rc.connections == Connections::PerHostPair;
+                // A collective's channels keep their connections open.
+                let shared = rc.connections == Connections::PerHostPair || conn > 0;
                 let (src, dst) = {
                     let f = &self.flows[flow as usize];
                     (f.def.src, f.def.dst)
                 };
-                if let Some(&slot) = self.pairs.get(&(src, dst)).filter(|_| shared) {
+                if let Some(&slot) = self.pairs.get(&(src, dst, conn)).filter(|_| shared) {
                     // An open connection: post to its send queue, or wait for room.
                     let qp = &mut self.qps[slot as usize];
                     self.flows[flow as usize].qp = slot;
@@ -631,6 +711,8 @@ impl Sim {
                 let req = Requester::new(params, posted_now);
                 let _ = op;
                 let qp = Qp {
+                    conn,
+                    flow_hash: self.flows[flow as usize].flow_hash,
                     pipeline: VecDeque::new(),
                     src,
                     dst,
@@ -666,7 +748,7 @@ impl Sim {
                 self.flows[flow as usize].qp = slot;
                 self.flows[flow as usize].qp_gen = self.qps[slot as usize].gen;
                 if shared {
-                    self.pairs.insert((src, dst), slot);
+                    self.pairs.insert((src, dst, conn), slot);
                 }
                 if delay > SimDuration::ZERO {
                     let gen = self.qps[slot as usize].gen;
@@ -905,6 +987,13 @@ impl Sim {
 
     fn new_packet(&mut self, flow: FlowId, src: u32, dst: u32, kind: PktKind) -> Packet {
         let f = &self.flows[flow as usize];
+        // A queue pair's packets share its 5-tuple (RoCE's UDP source port is per queue
+        // pair), so every message on it takes the same ECMP path and stays in order.
+        let hash = if f.qp == NO_QP {
+            f.flow_hash
+        } else {
+            self.qps[f.qp as usize].flow_hash
+        };
         let reverse = matches!(kind, PktKind::Ack | PktKind::ReadResponse);
         Packet {
             kind,
@@ -912,11 +1001,7 @@ impl Sim {
             src,
             dst,
             // The reverse direction hashes like a different 5-tuple.
-            flow_hash: if reverse {
-                f.flow_hash ^ 0x5bd1_e995
-            } else {
-                f.flow_hash
-            },
+            flow_hash: if reverse { hash ^ 0x5bd1_e995 } else { hash },
             ..Packet::default()
         }
     }
@@ -1112,8 +1197,8 @@ impl Sim {
             self.rc_totals.add(&qp.req.stats);
             self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
             self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
-            if self.pairs.get(&(qp.src, qp.dst)) == Some(&slot) {
-                self.pairs.remove(&(qp.src, qp.dst));
+            if self.pairs.get(&(qp.src, qp.dst, qp.conn)) == Some(&slot) {
+                self.pairs.remove(&(qp.src, qp.dst, qp.conn));
             }
             qp.dead = true;
             if !qp.req_listed && !qp.read_listed {

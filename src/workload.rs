@@ -54,6 +54,9 @@ pub enum Workload {
         interval: SimDuration,
         start: SimDuration,
     },
+    /// A collective over GPU ranks: its transfers are made during the run
+    /// (`collective::CollectiveRun`), not here.
+    Collective(Box<crate::collective::Collective>),
     /// `iterations` round trips between `hosts[0]` and `hosts[1]`.
     PingPong {
         hosts: [u32; 2],
@@ -83,6 +86,7 @@ impl Workload {
             | Workload::Stream { size, .. }
             | Workload::PingPong { size, .. } => *size,
             Workload::Poisson { dist, .. } => dist.max(),
+            Workload::Collective(c) => c.sizes.iter().copied().max().unwrap_or(0),
         }
     }
 
@@ -97,6 +101,16 @@ impl Workload {
             Workload::AllToAll { .. } => h * (h - 1.0),
             Workload::Stream { count, .. } => *count as f64,
             Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
+            Workload::Collective(c) => {
+                // Upper bound: every rank sends 2(n - 1) pieces per loop per channel.
+                let n = h.max(2.0);
+                let loops: f64 = c
+                    .sizes
+                    .iter()
+                    .map(|&s| (s as f64 / (c.chunk as f64 * n)).ceil().max(1.0))
+                    .sum();
+                n * 2.0 * (n - 1.0) * loops * c.channels as f64 * (c.iters + c.warmup_iters) as f64
+            }
             Workload::Poisson {
                 load,
                 dist,
@@ -122,6 +136,7 @@ impl Workload {
             Workload::Poisson { .. } => "poisson",
             Workload::Stream { .. } => "stream",
             Workload::PingPong { .. } => "ping_pong",
+            Workload::Collective(_) => "collective",
         }
     }
 }
@@ -413,6 +428,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                     });
                 }
             }
+            Workload::Collective(_) => {}
             Workload::Poisson {
                 load,
                 dist,

@@ -27,11 +27,11 @@ pub fn unloaded_stages(
     let read = matches!(&sc.transport, Transport::Rc(rc) if rc.operation == Op::Read);
     let rx = if read { src } else { dst };
     let (ms, md) = (h.memory_source, h.memory_destination);
-    let tx_path = h.data_path(src % h.nics_per_host, mode, ms)?;
-    let rx_path = h.data_path(rx % h.nics_per_host, mode, md)?;
+    let tx_path = h.data_path(h.local_nic(src), mode, ms)?;
+    let rx_path = h.data_path(h.local_nic(rx), mode, md)?;
     // The data is staged where it lives: for a READ, at the responder.
     let source = if read { dst } else { src };
-    let source_path = h.data_path(source % h.nics_per_host, mode, ms)?;
+    let source_path = h.data_path(h.local_nic(source), mode, ms)?;
     let c = &h.costs;
     let rt = h.pcie_round_trip;
     let half = SimDuration(rt.0 / 2);

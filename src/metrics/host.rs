@@ -102,11 +102,19 @@ fn completion_name(cfg: &HostConfig) -> String {
     }
 }
 
+/// Each server's NICs (a server's NIC ports need not be consecutive: `wiring: rail`).
+fn by_server(h: &HostOutput) -> Vec<Vec<&crate::sim::NicStats>> {
+    let mut v: Vec<Vec<&crate::sim::NicStats>> = vec![Vec::new(); h.cfg.servers as usize];
+    for (port, n) in h.nics.iter().enumerate() {
+        v[h.cfg.server_of(port as u32) as usize].push(n);
+    }
+    v
+}
+
 /// CPU time per category for each host (ps), polling and proxy cores included.
 pub fn cpu_ps_per_host(h: &HostOutput) -> Vec<[u64; 5]> {
-    let k = h.cfg.nics_per_host as usize;
-    h.nics
-        .chunks(k)
+    by_server(h)
+        .iter()
         .map(|nics| {
             let mut t = [0u64; 5];
             for n in nics {
@@ -160,12 +168,11 @@ fn latency_of<'a>(msgs: impl Iterator<Item = &'a crate::sim::MsgTimes>) -> (u64,
 
 pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSummary {
     let cfg = &h.cfg;
-    let k = cfg.nics_per_host as usize;
-    let hosts = h.nics.len() / k;
+    let servers = by_server(h);
+    let hosts = servers.len();
     // Each host's active span, ps (at least 1).
-    let spans: Vec<f64> = h
-        .nics
-        .chunks(k)
+    let spans: Vec<f64> = servers
+        .iter()
         .map(|n| {
             let first = n.iter().filter_map(|x| x.first_activity).min();
             let last = n
@@ -191,9 +198,8 @@ pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSu
             .sum::<f64>()
             / hosts.max(1) as f64)
     };
-    let irq_rates: Vec<f64> = h
-        .nics
-        .chunks(k)
+    let irq_rates: Vec<f64> = servers
+        .iter()
         .enumerate()
         .map(|(i, n)| n.iter().map(|x| x.interrupts).sum::<u64>() as f64 / (spans[i] / 1e12))
         .collect();
@@ -244,8 +250,8 @@ pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSu
             let (messages, mean, p99, rate) = latency_of(mine().map(|(_, m)| m));
             let mut used = vec![false; hosts];
             for (f, _) in mine() {
-                used[f.def.src as usize / k] = true;
-                used[f.def.dst as usize / k] = true;
+                used[cfg.server_of(f.def.src) as usize] = true;
+                used[cfg.server_of(f.def.dst) as usize] = true;
             }
             let pick = |v: &[f64]| {
                 r4(v.iter()

@@ -7,7 +7,7 @@
 
 use crate::nic::interrupts::{Moderation, DIM_LEVELS};
 use crate::scenario::schema::{
-    CompletionMode, CrossSocket, HostSpec, MemoryKind, ModerationSpec, PostingMode,
+    CompletionMode, CrossSocket, HostSpec, MemoryKind, ModerationSpec, PostingMode, Wiring,
 };
 use crate::units::{BitsPerSec, SimDuration};
 
@@ -175,6 +175,9 @@ pub struct HostConfig {
     pub cores: u32,
     pub gpus_per_host: u32,
     pub nics_per_host: u32,
+    pub wiring: Wiring,
+    /// Servers: topology host ports / `nics_per_host`.
+    pub servers: u32,
     pub posting_threads: u32,
     pub gpu_posting_threads: u32,
     pub pcie_bandwidth: BitsPerSec,
@@ -215,6 +218,36 @@ pub struct DataPath {
 }
 
 impl HostConfig {
+    /// The server a topology host port belongs to.
+    pub fn server_of(&self, port: u32) -> u32 {
+        match self.wiring {
+            Wiring::Packed => port / self.nics_per_host,
+            Wiring::Rail => port % self.servers,
+        }
+    }
+
+    /// Which of its server's NICs a topology host port is.
+    pub fn local_nic(&self, port: u32) -> u32 {
+        match self.wiring {
+            Wiring::Packed => port % self.nics_per_host,
+            Wiring::Rail => port / self.servers,
+        }
+    }
+
+    /// The topology host port of NIC `nic` of server `server`.
+    pub fn port_of(&self, server: u32, nic: u32) -> u32 {
+        match self.wiring {
+            Wiring::Packed => server * self.nics_per_host + nic,
+            Wiring::Rail => nic * self.servers + server,
+        }
+    }
+
+    /// The NIC GPU `gpu` of a server uses: NIC `gpu x nics / gpus` (with as many NICs as
+    /// GPUs, GPU i's NIC is NIC i: its rail).
+    pub fn nic_of_gpu(&self, gpu: u32) -> u32 {
+        gpu * self.nics_per_host / self.gpus_per_host
+    }
+
     /// `gpu`, `host`, or `gpu->host` (source to destination).
     pub fn memory_name(&self) -> String {
         let n = |m: MemoryKind| match m {
@@ -536,6 +569,8 @@ pub fn resolve(
         cores,
         gpus_per_host: gpus,
         nics_per_host: nics,
+        wiring: spec.wiring.unwrap_or(Wiring::Packed),
+        servers: topology_hosts / nics,
         posting_threads,
         gpu_posting_threads,
         pcie_bandwidth: rate("pcie.bandwidth", p.bandwidth, d::PCIE_BANDWIDTH.value)?,

@@ -1098,6 +1098,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             WorkloadSpec::Poisson(s) => ("poisson", s.posting),
             WorkloadSpec::Stream(s) => ("stream", s.posting),
             WorkloadSpec::PingPong(s) => ("ping_pong", s.posting),
+            WorkloadSpec::Collective(_) => ("collective", None),
         };
         workload_posting.push((format!("workload[{i}].{kind}.posting"), posting));
         let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
@@ -1210,6 +1211,115 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                     interval,
                     start: st,
                 }
+            }
+            WorkloadSpec::Collective(s) => {
+                let cp = |f: &str| p("collective", f);
+                let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Ring);
+                if algorithm != schema::CollectiveAlgorithm::Ring {
+                    return err(
+                        cp("algorithm"),
+                        "only `ring` is modelled so far (tree, hierarchical and in_network are not yet)",
+                    );
+                }
+                let sizes: Vec<u64> = match (s.size, s.minbytes, s.maxbytes) {
+                    (Some(sz), None, None) => vec![sz.0 .0],
+                    (None, Some(lo), Some(hi)) => {
+                        let (lo, hi) = (lo.0 .0, hi.0 .0);
+                        if lo > hi {
+                            return err(
+                                cp("maxbytes"),
+                                format!("expected at least minbytes ({lo} B), found {hi} B"),
+                            );
+                        }
+                        let f = s.stepfactor.unwrap_or(2);
+                        if f < 2 {
+                            return err(
+                                cp("stepfactor"),
+                                format!("expected at least 2, found {f}"),
+                            );
+                        }
+                        let mut v = Vec::new();
+                        let mut x = lo;
+                        while x <= hi && v.len() < 64 {
+                            v.push(x);
+                            x = match x.checked_mul(f as u64) {
+                                Some(y) => y,
+                                None => break,
+                            };
+                        }
+                        v
+                    }
+                    (None, None, None) => {
+                        return err(
+                            format!("workload[{i}].collective"),
+                            "give `size`, or `minbytes` and `maxbytes` (with `stepfactor`)",
+                        )
+                    }
+                    _ => {
+                        return err(
+                            format!("workload[{i}].collective"),
+                            "give either `size` or `minbytes` with `maxbytes`, not a mix",
+                        )
+                    }
+                };
+                for &sz in &sizes {
+                    if sz % crate::collective::ELEMENT_BYTES != 0 {
+                        return err(
+                            cp(if s.size.is_some() { "size" } else { "minbytes" }),
+                            format!("{sz} B is not a whole number of 4-byte floats"),
+                        );
+                    }
+                    check_size(cp("size"), sz, mtu)?;
+                }
+                use crate::collective::defaults as cd;
+                let iters = s.iters.unwrap_or(cd::ITERS);
+                if iters == 0 || iters > 100_000 {
+                    return err(cp("iters"), format!("expected 1 to 100000, found {iters}"));
+                }
+                let warmup_iters = s.warmup_iters.unwrap_or(cd::WARMUP_ITERS);
+                if warmup_iters > 100_000 {
+                    return err(
+                        cp("warmup_iters"),
+                        format!("expected at most 100000, found {warmup_iters}"),
+                    );
+                }
+                let channels = s.channels.unwrap_or(cd::CHANNELS);
+                if channels == 0 || channels > 64 {
+                    return err(
+                        cp("channels"),
+                        format!("expected 1 to 64, found {channels}"),
+                    );
+                }
+                let chunk = s.chunk.map_or(cd::CHUNK, |c| c.0 .0);
+                if !(crate::collective::ELEMENT_BYTES..=1 << 30).contains(&chunk) {
+                    return err(
+                        cp("chunk"),
+                        format!("expected 4 B to 1 GiB, found {chunk} B"),
+                    );
+                }
+                let intra = s.intra_host.unwrap_or(schema::IntraHostSpec {
+                    rate: None,
+                    latency: None,
+                });
+                let intra_latency = intra.latency.map_or(cd::INTRA_HOST_LATENCY, |d| d.0);
+                check_latency(&cp("intra_host.latency"), intra_latency)?;
+                check_time(cp("start"), start(s.start))?;
+                Workload::Collective(Box::new(crate::collective::Collective {
+                    op: s.op,
+                    algorithm,
+                    sizes,
+                    iters,
+                    warmup_iters,
+                    ranks: s.ranks,
+                    placement: s.placement.clone().unwrap_or(schema::PlacementSpec::Packed),
+                    channels,
+                    chunk,
+                    root: s.root.unwrap_or(0),
+                    start: start(s.start),
+                    intra_rate: intra.rate.map_or(cd::INTRA_HOST_RATE, |r| r.0),
+                    intra_latency,
+                    reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
+                }))
             }
             WorkloadSpec::PingPong(s) => {
                 let [a, b] = s.hosts;
@@ -1427,6 +1537,13 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         }
     };
     let posting: Vec<Option<PostingMode>> = workload_posting.iter().map(|(_, m)| *m).collect();
+    // Collectives: their ranks must fit the GPUs.
+    for (i, w) in workload.iter().enumerate() {
+        if let Workload::Collective(c) = w {
+            crate::collective::place_on(c, host.as_ref(), topology.hosts(), f.seed, i)
+                .map_err(|(p, m)| (format!("workload[{i}].collective.{p}"), m))?;
+        }
+    }
     let mut compare: Vec<CompareSet> = Vec::new();
     for (i, c) in f.compare.iter().enumerate() {
         if f.transport.mode == TransportMode::Raw {

@@ -573,6 +573,9 @@ pub enum WorkloadSpec {
     Stream(StreamSpec),
     /// Messages bounced between two hosts, each sent when the previous one was received.
     PingPong(PingPongSpec),
+    /// An NCCL-style collective over GPU ranks, optionally swept over sizes like
+    /// nccl-tests.
+    Collective(CollectiveSpec),
 }
 
 const WORKLOAD_KINDS: &[&str] = &[
@@ -583,6 +586,7 @@ const WORKLOAD_KINDS: &[&str] = &[
     "poisson",
     "stream",
     "ping_pong",
+    "collective",
 ];
 
 impl<'de> Deserialize<'de> for WorkloadSpec {
@@ -609,6 +613,7 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
                     "poisson" => WorkloadSpec::Poisson(m.next_value()?),
                     "stream" => WorkloadSpec::Stream(m.next_value()?),
                     "ping_pong" => WorkloadSpec::PingPong(m.next_value()?),
+                    "collective" => WorkloadSpec::Collective(m.next_value()?),
                     other => return Err(de::Error::unknown_variant(other, WORKLOAD_KINDS)),
                 };
                 if let Some(extra) = m.next_key::<String>()? {
@@ -811,6 +816,14 @@ impl PostingMode {
     }
 }
 
+/// `host.wiring`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wiring {
+    Packed,
+    Rail,
+}
+
 /// Where a message's source and destination buffers live (`host.memory`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -959,6 +972,10 @@ pub struct HostSpec {
     pub cores: Option<u32>,
     pub gpus_per_host: Option<u32>,
     pub nics_per_host: Option<u32>,
+    /// How a host's NICs are cabled to the leaves: `packed` (a host's NICs are
+    /// consecutive ports: same leaf) or `rail` (NIC i of every host on rail i: NIC i's
+    /// ports are consecutive).
+    pub wiring: Option<Wiring>,
     /// CPU threads (one core each) posting for each NIC in the `cpu`/`cpu_gdr` modes.
     pub posting_threads: Option<u32>,
     /// GPU threads posting for each NIC in the `gpu` mode.
@@ -1046,6 +1063,7 @@ pub fn merge_host(base: &HostSpec, over: &HostSpec) -> HostSpec {
         cores,
         gpus_per_host,
         nics_per_host,
+        wiring,
         posting_threads,
         gpu_posting_threads
     );
@@ -1088,4 +1106,123 @@ pub fn merge_host(base: &HostSpec, over: &HostSpec) -> HostSpec {
         gpu_cqe_poll
     );
     r
+}
+
+/// The collective operation (`workload[].collective.op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveOp {
+    Allreduce,
+    ReduceScatter,
+    Allgather,
+    Broadcast,
+    Alltoall,
+}
+
+/// How the collective moves data (`workload[].collective.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveAlgorithm {
+    Ring,
+    Tree,
+    Hierarchical,
+    InNetwork,
+}
+
+/// Which GPU each rank is (`placement`): `packed`, `striped`, `random`, or a list of
+/// global GPU ids (server x gpus_per_host + gpu).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlacementSpec {
+    Packed,
+    Striped,
+    Random,
+    List(Vec<u32>),
+}
+
+impl<'de> Deserialize<'de> for PlacementSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "`packed`, `striped`, `random` or a list of GPU ids";
+        impl<'de> Visitor<'de> for V {
+            type Value = PlacementSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<PlacementSpec, E> {
+                match s {
+                    "packed" => Ok(PlacementSpec::Packed),
+                    "striped" => Ok(PlacementSpec::Striped),
+                    "random" => Ok(PlacementSpec::Random),
+                    _ => Err(E::custom(format!(
+                        "unknown placement `{s}`, expected {EXPECTED}"
+                    ))),
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<PlacementSpec, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element::<u32>()? {
+                    v.push(x);
+                }
+                Ok(PlacementSpec::List(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `intra_host:`: the GPU-to-GPU fabric inside a host (NVLink-like), per GPU and
+/// direction.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntraHostSpec {
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    #[serde(default)]
+    pub latency: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSpec {
+    pub op: CollectiveOp,
+    /// Default `ring`.
+    #[serde(default)]
+    pub algorithm: Option<CollectiveAlgorithm>,
+    /// One size (bytes of the buffer, as nccl-tests' `size` column), or the sweep below.
+    #[serde(default)]
+    pub size: Option<NonZeroSize>,
+    /// nccl-tests `-b`, `-e`, `-f`.
+    #[serde(default)]
+    pub minbytes: Option<NonZeroSize>,
+    #[serde(default)]
+    pub maxbytes: Option<NonZeroSize>,
+    #[serde(default)]
+    pub stepfactor: Option<u32>,
+    /// Timed iterations per size (nccl-tests `-n`, default 20) and untimed ones before
+    /// them (`-w`, default 5).
+    #[serde(default)]
+    pub iters: Option<u32>,
+    #[serde(default)]
+    pub warmup_iters: Option<u32>,
+    /// Number of ranks; default every GPU.
+    #[serde(default)]
+    pub ranks: Option<u32>,
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
+    /// Parallel rings, each with its own queue pairs; default 2.
+    #[serde(default)]
+    pub channels: Option<u32>,
+    /// Bytes a ring step moves at most (NCCL's buffer slot); default 512KiB.
+    #[serde(default)]
+    pub chunk: Option<NonZeroSize>,
+    /// Root rank of a broadcast; default 0.
+    #[serde(default)]
+    pub root: Option<u32>,
+    #[serde(default)]
+    pub start: Option<Duration>,
+    #[serde(default)]
+    pub intra_host: Option<IntraHostSpec>,
+    /// Rate at which a GPU reduces received data into its own; default 1TB/s.
+    #[serde(default)]
+    pub reduce_rate: Option<Rate>,
 }

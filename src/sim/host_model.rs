@@ -274,7 +274,7 @@ impl HostModel {
 
     fn path(&self, nic: u32, workload: u16, side: usize) -> DataPath {
         let mode = self.modes[workload as usize];
-        self.paths[(nic % self.cfg.nics_per_host) as usize][mode_index(mode)][side]
+        self.paths[self.cfg.local_nic(nic) as usize][mode_index(mode)][side]
             .expect("every posting mode in use has a data path (checked by validation)")
     }
 
@@ -286,6 +286,16 @@ impl HostModel {
     /// The path on `nic` to a message's destination buffer.
     fn rx(&self, nic: u32, workload: u16) -> DataPath {
         self.path(nic, workload, 1)
+    }
+
+    /// A flow was added during the run (a collective's transfer).
+    pub fn add_flow(&mut self) {
+        self.msgs.push(MsgTimes {
+            t: [u64::MAX; 10],
+            next_in_batch: NONE,
+            batch_len: 0,
+            mode: self.cfg.posting,
+        });
     }
 
     /// When `nic` may DMA the next payload bytes.
@@ -858,6 +868,11 @@ impl Sim {
 
     /// `flow` is done (at `at`, now or later): flows waiting for it may start.
     pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
+        if let Some((run, xfer)) = self.flows[flow as usize].coll {
+            let reduce = self.colls[run as usize].reduce_time(xfer);
+            self.q.schedule(at + reduce, Event::CollDone { run, xfer });
+            return;
+        }
         let mut next = self.dep_head[flow as usize];
         while next != NONE {
             let start = at.max(self.flows[next as usize].def.start);

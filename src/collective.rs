@@ -1,0 +1,948 @@
+//! NCCL-style collectives over GPU ranks: which GPU each rank is, and a sans-IO runtime
+//! that releases each rank's transfers as their dependencies complete.
+//!
+//! Models NCCL's ring algorithms (`src/device/all_reduce.h`, `prims_simple.h`): the
+//! buffer is split across `channels` parallel rings (each with its own queue pairs); each
+//! channel moves its share in loops of `ranks x chunk` bytes, split into one piece per
+//! rank. In a loop, ring position p sends at step s the piece (p - s) mod n to its
+//! successor, and each step after the first waits for the piece its predecessor sent at
+//! the step before (received and, while reducing, added into its own copy at
+//! `reduce_rate`):
+//! - allreduce: 2(n - 1) steps, the first n - 1 reducing (reduce-scatter), the rest
+//!   copying (allgather);
+//! - reduce_scatter: n - 1 reducing steps; allgather: n - 1 copying steps;
+//! - broadcast: the buffer in `chunk`-sized pieces pipelined down the ring from the root;
+//! - alltoall: every rank sends its `1/n` of the buffer to every other rank at once.
+//!
+//! Sends are posted in program order as soon as they are ready (NCCL's eight buffer
+//! slots per connection are not a limit here). An iteration ends when the last rank has
+//! its last piece; the next starts then (a barrier, where nccl-tests only waits per
+//! rank). Ranks on one host exchange over the intra-host fabric (NVLink-like: `latency`
+//! plus bytes at `rate`, one transfer at a time per sending GPU); others over the fabric,
+//! as RC messages through the host and NIC model when there is one.
+//!
+//! Correctness is tracked, not assumed: every buffer piece on every rank carries the
+//! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece
+//! that does not hold exactly what the collective promises counts in `#wrong`.
+//!
+//! Leaves out, for now: the tree, hierarchical and in-network algorithms (refused with
+//! a clear error), NCCL's LL and LL128 protocols, and per-channel ring orderings.
+
+use crate::scenario::schema::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
+use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
+
+/// Bytes per element (nccl-tests' default `float`).
+pub const ELEMENT_BYTES: u64 = 4;
+
+/// Defaults of the collective model, with their sources.
+pub mod defaults {
+    use crate::units::{BitsPerSec, SimDuration};
+    /// NVLink 4 (H100): 18 links x 25 GB/s per direction = 450 GB/s per GPU.
+    pub const INTRA_HOST_RATE: BitsPerSec = BitsPerSec(3_600_000_000_000);
+    /// Assumption: a GPU-to-GPU copy's start-up over NVLink, about 1 us.
+    pub const INTRA_HOST_LATENCY: SimDuration = SimDuration(1_000_000);
+    /// Assumption: a reduction reads two buffers and writes one: HBM3's 3.35 TB/s / 3.
+    pub const REDUCE_RATE: BitsPerSec = BitsPerSec(8_000_000_000_000);
+    /// NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8.
+    pub const CHUNK: u64 = 512 * 1024;
+    pub const CHANNELS: u32 = 2;
+    /// nccl-tests' `-n` and `-w` defaults.
+    pub const ITERS: u32 = 20;
+    pub const WARMUP_ITERS: u32 = 5;
+}
+
+/// A validated `collective:` workload item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Collective {
+    pub op: CollectiveOp,
+    pub algorithm: CollectiveAlgorithm,
+    /// Buffer sizes to run, bytes (one, or nccl-tests' `-b` to `-e` by `-f`).
+    pub sizes: Vec<u64>,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub ranks: Option<u32>,
+    pub placement: PlacementSpec,
+    pub channels: u32,
+    pub chunk: u64,
+    pub root: u32,
+    pub start: SimDuration,
+    pub intra_rate: BitsPerSec,
+    pub intra_latency: SimDuration,
+    pub reduce_rate: BitsPerSec,
+}
+
+impl Collective {
+    pub fn op_name(&self) -> &'static str {
+        op_name(self.op)
+    }
+}
+
+pub fn op_name(op: CollectiveOp) -> &'static str {
+    match op {
+        CollectiveOp::Allreduce => "allreduce",
+        CollectiveOp::ReduceScatter => "reduce_scatter",
+        CollectiveOp::Allgather => "allgather",
+        CollectiveOp::Broadcast => "broadcast",
+        CollectiveOp::Alltoall => "alltoall",
+    }
+}
+
+/// nccl-tests' bus bandwidth factor: busbw = algbw x factor (`doc/PERFORMANCE.md`).
+pub fn busbw_factor(op: CollectiveOp, n: u32) -> f64 {
+    let n = n as f64;
+    match op {
+        CollectiveOp::Allreduce => 2.0 * (n - 1.0) / n,
+        CollectiveOp::ReduceScatter | CollectiveOp::Allgather | CollectiveOp::Alltoall => {
+            (n - 1.0) / n
+        }
+        CollectiveOp::Broadcast => 1.0,
+    }
+}
+
+/// Where a rank runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankLoc {
+    pub server: u32,
+    pub gpu: u32,
+    /// The topology host port of its NIC.
+    pub port: u32,
+}
+
+/// The GPUs of the fabric: `servers x gpus_per_host`; global GPU id = server x gpus +
+/// gpu. `port_of(server, gpu)` gives the NIC port a GPU uses.
+pub fn place(
+    c: &Collective,
+    servers: u32,
+    gpus_per_host: u32,
+    port_of: impl Fn(u32, u32) -> u32,
+    rng: &mut impl rand::Rng,
+) -> Result<Vec<RankLoc>, (String, String)> {
+    let total = servers * gpus_per_host;
+    let n = c.ranks.unwrap_or(total);
+    if n < 2 || n > total {
+        return Err((
+            "ranks".into(),
+            format!("expected 2 to {total} ranks (the fabric's GPUs), found {n}"),
+        ));
+    }
+    let ids: Vec<u32> = match &c.placement {
+        PlacementSpec::Packed => (0..n).collect(),
+        PlacementSpec::Striped => (0..n)
+            .map(|r| (r % servers) * gpus_per_host + r / servers)
+            .collect(),
+        PlacementSpec::Random => {
+            let mut all: Vec<u32> = (0..total).collect();
+            for i in 0..n as usize {
+                let j = rng.gen_range(i..all.len());
+                all.swap(i, j);
+            }
+            all.truncate(n as usize);
+            all
+        }
+        PlacementSpec::List(v) => {
+            if v.len() != n as usize {
+                return Err((
+                    "placement".into(),
+                    format!("expected {n} GPU ids (one per rank), found {}", v.len()),
+                ));
+            }
+            let mut seen = vec![false; total as usize];
+            for (i, &g) in v.iter().enumerate() {
+                if g >= total {
+                    return Err((
+                        format!("placement[{i}]"),
+                        format!("GPU {g} does not exist: there are {total} GPUs, numbered from 0"),
+                    ));
+                }
+                if std::mem::replace(&mut seen[g as usize], true) {
+                    return Err((format!("placement[{i}]"), format!("GPU {g} is given twice")));
+                }
+            }
+            v.clone()
+        }
+    };
+    if c.op == CollectiveOp::Broadcast && c.root >= n {
+        return Err((
+            "root".into(),
+            format!("expected a rank below {n}, found {}", c.root),
+        ));
+    }
+    Ok(ids
+        .into_iter()
+        .map(|g| {
+            let (server, gpu) = (g / gpus_per_host, g % gpus_per_host);
+            RankLoc {
+                server,
+                gpu,
+                port: port_of(server, gpu),
+            }
+        })
+        .collect())
+}
+
+/// Places a collective's ranks on the fabric: on the host model's servers, GPUs and NICs
+/// when there is one, else one GPU per topology host. The random placement draws from
+/// the workload item's own stream.
+pub fn place_on(
+    c: &Collective,
+    host: Option<&crate::nic::config::HostConfig>,
+    topology_hosts: u32,
+    seed: u64,
+    item: usize,
+) -> Result<Vec<RankLoc>, (String, String)> {
+    let mut rng = crate::rng::stream(seed, crate::rng::Stream::Workload, item as u64, 1);
+    match host {
+        Some(h) => place(
+            c,
+            h.servers,
+            h.gpus_per_host,
+            |server, gpu| h.port_of(server, h.nic_of_gpu(gpu)),
+            &mut rng,
+        ),
+        None => place(c, topology_hosts, 1, |server, _| server, &mut rng),
+    }
+}
+
+/// A transfer the glue must carry: `bytes` from rank `src` to rank `dst` on `channel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Send {
+    pub xfer: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub channel: u32,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Xfer {
+    dst: u32,
+    channel: u32,
+    slot: u32,
+    reduce: bool,
+    bytes: u64,
+    /// What the piece held when it was sent.
+    count: u32,
+    sum: u64,
+}
+
+/// Per rank and channel: how far its program has got.
+#[derive(Clone, Copy, Debug, Default)]
+struct Progress {
+    next_send: u32,
+    recv_done: u32,
+}
+
+/// One size's measured iterations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeResult {
+    pub size: u64,
+    /// Timed iterations, ps.
+    pub times_ps: Vec<u64>,
+    /// Buffer pieces holding the wrong data, summed over timed iterations.
+    pub wrong: u64,
+}
+
+/// What a collective item produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveResult {
+    pub workload: u16,
+    pub op: CollectiveOp,
+    pub algorithm: CollectiveAlgorithm,
+    pub ranks: u32,
+    pub root: Option<u32>,
+    pub rows: Vec<SizeResult>,
+    /// Every iteration of every size completed.
+    pub complete: bool,
+}
+
+fn hash(rank: u32) -> u64 {
+    // splitmix64
+    let mut z = (rank as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The runtime of one collective item.
+pub struct CollectiveRun {
+    pub cfg: Collective,
+    pub workload: u16,
+    pub ranks: Vec<RankLoc>,
+    n: u32,
+    size_index: usize,
+    /// Iteration within the size, warm-up included.
+    iteration: u32,
+    iter_start: SimTime,
+    progress: Vec<Progress>,
+    /// Per rank: (count, sum) per buffer slot.
+    buf: Vec<Vec<(u32, u64)>>,
+    xfers: Vec<Xfer>,
+    free_xfers: Vec<u32>,
+    ranks_done: u32,
+    rows: Vec<SizeResult>,
+    done: bool,
+    /// Per channel: elements, loops and per-loop layout for the current size.
+    layout: Layout,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Layout {
+    /// Per channel: element counts per loop.
+    loops: Vec<Vec<u64>>,
+    /// Slots per channel (loops x pieces).
+    slots_per_channel: u32,
+    /// Sends per rank and channel, receives likewise.
+    sends: Vec<u32>,
+    recvs: Vec<u32>,
+}
+
+impl CollectiveRun {
+    pub fn new(cfg: &Collective, workload: u16, ranks: Vec<RankLoc>) -> CollectiveRun {
+        let n = ranks.len() as u32;
+        CollectiveRun {
+            cfg: cfg.clone(),
+            workload,
+            ranks,
+            n,
+            size_index: 0,
+            iteration: 0,
+            iter_start: SimTime::ZERO,
+            progress: Vec::new(),
+            buf: Vec::new(),
+            xfers: Vec::new(),
+            free_xfers: Vec::new(),
+            ranks_done: 0,
+            rows: cfg
+                .sizes
+                .iter()
+                .map(|&size| SizeResult {
+                    size,
+                    times_ps: Vec::new(),
+                    wrong: 0,
+                })
+                .collect(),
+            done: false,
+            layout: Layout::default(),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub fn result(&self) -> CollectiveResult {
+        CollectiveResult {
+            workload: self.workload,
+            op: self.cfg.op,
+            algorithm: self.cfg.algorithm,
+            ranks: self.n,
+            root: (self.cfg.op == CollectiveOp::Broadcast).then_some(self.cfg.root),
+            rows: self.rows.clone(),
+            complete: self.done,
+        }
+    }
+
+    fn steps_per_loop(&self) -> u32 {
+        match self.cfg.op {
+            CollectiveOp::Allreduce => 2 * (self.n - 1),
+            _ => self.n - 1,
+        }
+    }
+
+    /// Lays out the current size: per channel its elements, split into loops.
+    fn lay_out(&mut self) {
+        let size = self.cfg.sizes[self.size_index];
+        let elems = size.div_ceil(ELEMENT_BYTES);
+        let ch = self.cfg.channels as u64;
+        let n = self.n as u64;
+        let chunk_elems = (self.cfg.chunk / ELEMENT_BYTES).max(1);
+        let per_loop = match self.cfg.op {
+            CollectiveOp::Broadcast => chunk_elems,
+            CollectiveOp::Alltoall => u64::MAX,
+            _ => n * chunk_elems,
+        };
+        let mut loops = Vec::new();
+        for c in 0..ch {
+            let e = elems / ch + u64::from(c < elems % ch);
+            let mut v = Vec::new();
+            let mut left = e;
+            loop {
+                let take = left.min(per_loop);
+                v.push(take);
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            loops.push(v);
+        }
+        let max_loops = loops.iter().map(|v| v.len()).max().unwrap_or(1) as u32;
+        let (slots, sends, recvs): (u32, Vec<u32>, Vec<u32>) = match self.cfg.op {
+            CollectiveOp::Broadcast => {
+                let root_pos = self.cfg.root;
+                let mut s = vec![0; self.n as usize];
+                let mut r = vec![0; self.n as usize];
+                for p in 0..self.n {
+                    let q = (p + self.n - root_pos) % self.n;
+                    s[p as usize] = if q + 1 < self.n { max_loops } else { 0 };
+                    r[p as usize] = if q > 0 { max_loops } else { 0 };
+                }
+                (max_loops, s, r)
+            }
+            CollectiveOp::Alltoall => (
+                self.n,
+                vec![self.n - 1; self.n as usize],
+                vec![self.n - 1; self.n as usize],
+            ),
+            _ => {
+                let spl = self.steps_per_loop();
+                (
+                    max_loops * self.n,
+                    vec![max_loops * spl; self.n as usize],
+                    vec![max_loops * spl; self.n as usize],
+                )
+            }
+        };
+        self.layout = Layout {
+            loops,
+            slots_per_channel: slots,
+            sends,
+            recvs,
+        };
+    }
+
+    /// Elements in piece `piece` of loop `l` on channel `c` (0 past the channel's end).
+    fn piece_elems(&self, c: u32, l: u32, piece: u32) -> u64 {
+        let Some(&e) = self.layout.loops[c as usize].get(l as usize) else {
+            return 0;
+        };
+        match self.cfg.op {
+            CollectiveOp::Broadcast => e,
+            CollectiveOp::Alltoall => {
+                let n = self.n as u64;
+                e / n + u64::from((piece as u64) < e % n)
+            }
+            _ => {
+                let n = self.n as u64;
+                e / n + u64::from((piece as u64) < e % n)
+            }
+        }
+    }
+
+    /// Starts the first iteration of the first size.
+    pub fn start(&mut self, now: SimTime, out: &mut Vec<Send>) {
+        self.size_index = 0;
+        self.iteration = 0;
+        self.begin_iteration(now, out);
+    }
+
+    fn begin_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
+        if self.iteration == 0 {
+            self.lay_out();
+        }
+        self.iter_start = now;
+        self.ranks_done = 0;
+        let n = self.n as usize;
+        let ch = self.cfg.channels as usize;
+        let slots = self.layout.slots_per_channel as usize;
+        self.progress = vec![Progress::default(); n * ch];
+        self.buf = (0..n as u32)
+            .map(|p| {
+                let mut v = vec![(0u32, 0u64); ch * slots];
+                for (i, x) in v.iter_mut().enumerate() {
+                    let slot = (i % slots) as u32;
+                    let holds_own = match self.cfg.op {
+                        CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => true,
+                        CollectiveOp::Allgather => slot % self.n == p,
+                        CollectiveOp::Broadcast => p == self.cfg.root,
+                        CollectiveOp::Alltoall => false,
+                    };
+                    if holds_own {
+                        *x = (1, hash(p));
+                    }
+                }
+                v
+            })
+            .collect();
+        // Ranks with nothing to do are done at once.
+        for p in 0..self.n {
+            if self.rank_finished(p) {
+                self.ranks_done += 1;
+            }
+        }
+        for p in 0..self.n {
+            for c in 0..self.cfg.channels {
+                self.issue(p, c, out);
+            }
+        }
+        if self.ranks_done == self.n {
+            // Nothing to move (cannot happen with 2+ ranks, kept for safety).
+            self.finish_iteration(now, out);
+        }
+    }
+
+    fn rank_finished(&self, p: u32) -> bool {
+        (0..self.cfg.channels).all(|c| {
+            let g = &self.progress[(p * self.cfg.channels + c) as usize];
+            g.next_send >= self.layout.sends[p as usize]
+                && g.recv_done >= self.layout.recvs[p as usize]
+        })
+    }
+
+    /// Posts every send of rank `p` on channel `c` that is ready, in program order.
+    fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
+        let n = self.n;
+        let idx = (p * self.cfg.channels + c) as usize;
+        loop {
+            let g = self.progress[idx];
+            let k = g.next_send;
+            if k >= self.layout.sends[p as usize] {
+                return;
+            }
+            // What to send, to whom, and whether it waits for a receive.
+            let (dst, slot, reduce, ready) = match self.cfg.op {
+                CollectiveOp::Broadcast => {
+                    let q = (p + n - self.cfg.root) % n;
+                    ((p + 1) % n, k, false, q == 0 || g.recv_done > k)
+                }
+                CollectiveOp::Alltoall => {
+                    let dst = (p + 1 + k) % n;
+                    // The receiver stores it in the slot named after the sender.
+                    (dst, p, false, true)
+                }
+                _ => {
+                    let spl = self.steps_per_loop();
+                    let (l, s) = (k / spl, k % spl);
+                    let piece = (p + n - s % n) % n;
+                    let reduce = match self.cfg.op {
+                        CollectiveOp::Allreduce => s < n - 1,
+                        CollectiveOp::ReduceScatter => true,
+                        _ => false,
+                    };
+                    (
+                        (p + 1) % n,
+                        l * n + piece,
+                        reduce,
+                        s == 0 || g.recv_done >= k,
+                    )
+                }
+            };
+            if !ready {
+                return;
+            }
+            let elems = match self.cfg.op {
+                CollectiveOp::Broadcast => self.piece_elems(c, slot, 0),
+                CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
+                _ => self.piece_elems(c, slot / n, slot % n),
+            };
+            let slots = self.layout.slots_per_channel;
+            let (count, sum) = match self.cfg.op {
+                // The sender's own data for that receiver.
+                CollectiveOp::Alltoall => (1, hash(p)),
+                _ => self.buf[p as usize][(c * slots + slot) as usize],
+            };
+            let x = Xfer {
+                dst,
+                channel: c,
+                slot,
+                reduce,
+                bytes: elems * ELEMENT_BYTES,
+                count,
+                sum,
+            };
+            let id = match self.free_xfers.pop() {
+                Some(i) => {
+                    self.xfers[i as usize] = x;
+                    i
+                }
+                None => {
+                    self.xfers.push(x);
+                    (self.xfers.len() - 1) as u32
+                }
+            };
+            self.progress[idx].next_send += 1;
+            out.push(Send {
+                xfer: id,
+                src: p,
+                dst,
+                channel: c,
+                bytes: x.bytes,
+            });
+            if self.rank_finished(p) {
+                self.ranks_done += 1;
+            }
+        }
+    }
+
+    /// Time the receiver of `xfer` spends reducing it into its own buffer.
+    pub fn reduce_time(&self, xfer: u32) -> SimDuration {
+        let x = &self.xfers[xfer as usize];
+        if x.reduce {
+            serialization_delay(x.bytes, self.cfg.reduce_rate)
+        } else {
+            SimDuration::ZERO
+        }
+    }
+
+    /// Transfer `xfer` has landed (and been reduced): the receiver may go on.
+    pub fn on_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
+        let x = self.xfers[xfer as usize];
+        self.free_xfers.push(xfer);
+        let slots = self.layout.slots_per_channel;
+        let cell = &mut self.buf[x.dst as usize][(x.channel * slots + x.slot) as usize];
+        if x.reduce {
+            cell.0 += x.count;
+            cell.1 = cell.1.wrapping_add(x.sum);
+        } else {
+            *cell = (x.count, x.sum);
+        }
+        let was_finished = self.rank_finished(x.dst);
+        self.progress[(x.dst * self.cfg.channels + x.channel) as usize].recv_done += 1;
+        if !was_finished && self.rank_finished(x.dst) {
+            self.ranks_done += 1;
+        }
+        self.issue(x.dst, x.channel, out);
+        if self.ranks_done == self.n {
+            self.finish_iteration(now, out);
+        }
+    }
+
+    /// Pieces that do not hold what the collective promises.
+    fn count_wrong(&self) -> u64 {
+        let n = self.n;
+        let all: u64 = (0..n).fold(0u64, |a, p| a.wrapping_add(hash(p)));
+        let slots = self.layout.slots_per_channel;
+        let mut wrong = 0;
+        for p in 0..n {
+            for c in 0..self.cfg.channels {
+                for slot in 0..slots {
+                    let got = self.buf[p as usize][(c * slots + slot) as usize];
+                    let want = match self.cfg.op {
+                        CollectiveOp::Allreduce => Some((n, all)),
+                        // Position p ends with piece (p + 1) mod n reduced.
+                        CollectiveOp::ReduceScatter => {
+                            (slot % n == (p + 1) % n).then_some((n, all))
+                        }
+                        CollectiveOp::Allgather => Some((1, hash(slot % n))),
+                        CollectiveOp::Broadcast => Some((1, hash(self.cfg.root))),
+                        CollectiveOp::Alltoall => (slot != p).then(|| (1, hash(slot))),
+                    };
+                    // Pieces past a channel's data (an uneven split) hold nothing to check.
+                    let empty = match self.cfg.op {
+                        CollectiveOp::Broadcast => {
+                            self.layout.loops[c as usize].len() as u32 <= slot
+                        }
+                        CollectiveOp::Alltoall => false,
+                        _ => self.layout.loops[c as usize].len() as u32 <= slot / n,
+                    };
+                    if let (Some(w), false) = (want, empty) {
+                        if got != w {
+                            wrong += 1;
+                        }
+                    }
+                }
+            }
+        }
+        wrong
+    }
+
+    fn finish_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
+        let row = &mut self.rows[self.size_index];
+        if self.iteration >= self.cfg.warmup_iters {
+            row.times_ps.push(now.0 - self.iter_start.0);
+            let wrong = self.count_wrong();
+            self.rows[self.size_index].wrong += wrong;
+        }
+        self.iteration += 1;
+        if self.iteration >= self.cfg.warmup_iters + self.cfg.iters {
+            self.size_index += 1;
+            self.iteration = 0;
+            if self.size_index >= self.cfg.sizes.len() {
+                self.done = true;
+                return;
+            }
+        }
+        self.begin_iteration(now, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
+        Collective {
+            op,
+            algorithm: CollectiveAlgorithm::Ring,
+            sizes: vec![size],
+            iters: 1,
+            warmup_iters: 0,
+            ranks: None,
+            placement: PlacementSpec::Packed,
+            channels,
+            chunk,
+            root: 1,
+            start: SimDuration::ZERO,
+            intra_rate: defaults::INTRA_HOST_RATE,
+            intra_latency: defaults::INTRA_HOST_LATENCY,
+            reduce_rate: defaults::REDUCE_RATE,
+        }
+    }
+
+    /// Delivers transfers one at a time in FIFO order (any order per connection that
+    /// keeps FIFO is a valid schedule); returns the transfers and bytes sent.
+    fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
+        let ranks = (0..n)
+            .map(|i| RankLoc {
+                server: i,
+                gpu: 0,
+                port: i,
+            })
+            .collect();
+        let mut run = CollectiveRun::new(c, 0, ranks);
+        let mut out = Vec::new();
+        run.start(SimTime::ZERO, &mut out);
+        let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+        let (mut sends, mut bytes) = (0, 0);
+        let mut t = 0;
+        while let Some(s) = queue.pop_front() {
+            sends += 1;
+            bytes += s.bytes;
+            t += 1;
+            run.on_done(SimTime(t), s.xfer, &mut out);
+            queue.extend(out.drain(..));
+        }
+        assert!(run.is_done(), "{:?} finished", c.op);
+        (run, sends, bytes)
+    }
+
+    #[test]
+    fn every_ring_collective_delivers_the_right_data() {
+        for op in [
+            CollectiveOp::Allreduce,
+            CollectiveOp::ReduceScatter,
+            CollectiveOp::Allgather,
+            CollectiveOp::Broadcast,
+            CollectiveOp::Alltoall,
+        ] {
+            for (n, size, channels, chunk) in
+                [(2, 64, 1, 1024), (5, 10_000, 2, 256), (8, 1 << 20, 3, 4096)]
+            {
+                let (run, _, _) = drive(&coll(op, size, channels, chunk), n);
+                assert_eq!(run.result().rows[0].wrong, 0, "{op:?} n={n} size={size}");
+            }
+        }
+    }
+
+    #[test]
+    fn ring_allreduce_moves_2_n_minus_1_over_n_of_the_buffer_per_rank() {
+        // 8 ranks, 8 MiB, one channel, chunk large enough for one loop: each rank sends
+        // 2(n-1) pieces of S/n.
+        let n = 8u64;
+        let s = 8u64 << 20;
+        let (_, sends, bytes) = drive(&coll(CollectiveOp::Allreduce, s, 1, s), n as u32);
+        assert_eq!(sends, n * 2 * (n - 1));
+        assert_eq!(bytes, n * 2 * (n - 1) * s / n);
+    }
+
+    #[test]
+    fn a_lost_contribution_is_counted_wrong() {
+        let c = coll(CollectiveOp::Allreduce, 4096, 1, 4096);
+        let ranks = (0..4)
+            .map(|i| RankLoc {
+                server: i,
+                gpu: 0,
+                port: i,
+            })
+            .collect();
+        let mut run = CollectiveRun::new(&c, 0, ranks);
+        let mut out = Vec::new();
+        run.start(SimTime::ZERO, &mut out);
+        let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+        let mut first = true;
+        while let Some(s) = queue.pop_front() {
+            if first {
+                // Corrupt what the first transfer carries: its data is lost.
+                run.xfers[s.xfer as usize].count = 0;
+                run.xfers[s.xfer as usize].sum = 0;
+                first = false;
+            }
+            run.on_done(SimTime(1), s.xfer, &mut out);
+            queue.extend(out.drain(..));
+        }
+        assert!(run.result().rows[0].wrong > 0);
+    }
+
+    #[test]
+    fn busbw_factors_match_nccl_tests() {
+        assert_eq!(busbw_factor(CollectiveOp::Allreduce, 8), 1.75);
+        assert_eq!(busbw_factor(CollectiveOp::ReduceScatter, 8), 0.875);
+        assert_eq!(busbw_factor(CollectiveOp::Allgather, 8), 0.875);
+        assert_eq!(busbw_factor(CollectiveOp::Alltoall, 8), 0.875);
+        assert_eq!(busbw_factor(CollectiveOp::Broadcast, 8), 1.0);
+    }
+}
+
+/// One row of the nccl-tests table.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Row {
+    pub size: u64,
+    pub count: u64,
+    #[serde(rename = "type")]
+    pub dtype: &'static str,
+    pub redop: &'static str,
+    pub root: i64,
+    /// Mean over timed iterations, us.
+    pub time_us: f64,
+    pub algbw_gbs: f64,
+    pub busbw_gbs: f64,
+    pub wrong: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub iters: usize,
+}
+
+/// A collective item's figures, as nccl-tests computes them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CollectiveSummary {
+    pub workload: u16,
+    pub op: &'static str,
+    pub algorithm: &'static str,
+    pub ranks: u32,
+    pub complete: bool,
+    pub rows: Vec<Row>,
+    /// Mean of the rows' busbw, GB/s (nccl-tests' "Avg bus bandwidth").
+    pub avg_busbw_gbs: f64,
+}
+
+fn r2(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+/// nccl-tests' figures: time = mean over iterations; algbw = size / time; busbw = algbw x
+/// the operation's factor.
+pub fn summarize(r: &CollectiveResult) -> CollectiveSummary {
+    let rows: Vec<Row> = r
+        .rows
+        .iter()
+        .filter(|row| !row.times_ps.is_empty())
+        .map(|row| {
+            let mut t: Vec<u64> = row.times_ps.clone();
+            t.sort_unstable();
+            let mean_ps = t.iter().map(|&x| x as f64).sum::<f64>() / t.len() as f64;
+            let q = |p: f64| {
+                t[((p * t.len() as f64).ceil() as usize).clamp(1, t.len()) - 1] as f64 / 1e6
+            };
+            let algbw = row.size as f64 / (mean_ps / 1e12) / 1e9;
+            Row {
+                size: row.size,
+                count: row.size / ELEMENT_BYTES,
+                dtype: "float",
+                redop: match r.op {
+                    CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => "sum",
+                    _ => "none",
+                },
+                root: r.root.map_or(-1, |x| x as i64),
+                time_us: r2(mean_ps / 1e6),
+                algbw_gbs: r2(algbw),
+                busbw_gbs: r2(algbw * busbw_factor(r.op, r.ranks)),
+                wrong: row.wrong,
+                p50_us: r2(q(0.5)),
+                p99_us: r2(q(0.99)),
+                iters: t.len(),
+            }
+        })
+        .collect();
+    let avg = if rows.is_empty() {
+        0.0
+    } else {
+        r2(rows.iter().map(|x| x.busbw_gbs).sum::<f64>() / rows.len() as f64)
+    };
+    CollectiveSummary {
+        workload: r.workload,
+        op: op_name(r.op),
+        algorithm: match r.algorithm {
+            CollectiveAlgorithm::Ring => "ring",
+            CollectiveAlgorithm::Tree => "tree",
+            CollectiveAlgorithm::Hierarchical => "hierarchical",
+            CollectiveAlgorithm::InNetwork => "in_network",
+        },
+        ranks: r.ranks,
+        complete: r.complete,
+        rows,
+        avg_busbw_gbs: avg,
+    }
+}
+
+/// The table as nccl-tests prints it (out-of-place and in-place columns; the model has
+/// no in-place difference, so both show the same run), then p50 and p99 per size.
+pub fn nccl_table(s: &CollectiveSummary) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "# doorbell: {} ({}), {} ranks; nccl-tests layout (in-place equals out-of-place in the model)",
+        s.op, s.algorithm, s.ranks
+    );
+    let _ = writeln!(o, "#                                                              out-of-place                       in-place          ");
+    let _ = writeln!(o, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong   p50(us)   p99(us)");
+    let _ = writeln!(o, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)");
+    for r in &s.rows {
+        let time = if r.time_us < 10_000.0 {
+            format!("{:7.2}", r.time_us)
+        } else {
+            format!("{:7.0}", r.time_us)
+        };
+        let half = format!(
+            "  {time:>7}  {:6.2}  {:6.2}  {:5}",
+            r.algbw_gbs, r.busbw_gbs, r.wrong
+        );
+        let _ = writeln!(
+            o,
+            "{:12}  {:12}  {:>8}  {:>6}  {:6}{half}{half}  {:8.2}  {:8.2}",
+            r.size, r.count, r.dtype, r.redop, r.root, r.p50_us, r.p99_us
+        );
+    }
+    let _ = writeln!(o, "# Out of bounds values : 0 OK");
+    let _ = writeln!(o, "# Avg bus bandwidth    : {:.4} ", s.avg_busbw_gbs);
+    if !s.complete {
+        let _ = writeln!(
+            o,
+            "# WARNING: the run ended before every iteration completed"
+        );
+    }
+    o
+}
+
+/// `collective.csv`: one row per collective item and size.
+pub fn collective_csv(all: &[CollectiveSummary]) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::from(
+        "workload,op,algorithm,ranks,size,count,type,redop,root,time_us,algbw_gbs,busbw_gbs,wrong,p50_us,p99_us,iters\n",
+    );
+    for s in all {
+        for r in &s.rows {
+            let _ = writeln!(
+                o,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                s.workload,
+                s.op,
+                s.algorithm,
+                s.ranks,
+                r.size,
+                r.count,
+                r.dtype,
+                r.redop,
+                r.root,
+                r.time_us,
+                r.algbw_gbs,
+                r.busbw_gbs,
+                r.wrong,
+                r.p50_us,
+                r.p99_us,
+                r.iters
+            );
+        }
+    }
+    o
+}

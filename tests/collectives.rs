@@ -1,0 +1,134 @@
+//! Collectives against the alpha-beta model and nccl-tests' arithmetic.
+
+mod common;
+use common::{scenario, scenario_with};
+use doorbell::analytic::ideal_fct;
+use doorbell::metrics::summarize;
+use doorbell::sim::run;
+
+/// One leaf of 8 hosts at 100 Gb/s, one GPU each (no host model), cut-through.
+const LEAF: &str = "topology: { leaves: 1, spines: 0, hosts_per_leaf: 8, host_link: { rate: 100Gbps, latency: 200ns } }
+switch: { latency: 300ns, forwarding: cut_through }
+flow_control: { mode: ib_credit }";
+
+/// Ring allreduce on an idle leaf, one channel and one loop: 2(n - 1) steps, each a
+/// message of S / n whose time is alpha + (S / n) / B, with alpha and B the model's own
+/// (alpha: a message's ideal FCT minus its payload time; B: the link's payload rate), plus
+/// the reduction of each received piece in the first n - 1 steps. So the time is
+/// 2(n - 1) alpha + 2(n - 1)/n x S/B + (n - 1) x (S/n)/R, within 3% (the ACKs that share
+/// each host's uplink with its data cost a few nanoseconds per step).
+#[test]
+fn ring_allreduce_matches_alpha_beta() {
+    let n = 8u64;
+    for size in [4096u64, 1 << 20, 16 << 20, 64 << 20] {
+        let sc = scenario(&format!(
+            "{LEAF}
+workload:
+  - collective: {{ op: allreduce, size: {size}B, iters: 2, warmup_iters: 0, channels: 1, chunk: 1GiB }}"
+        ));
+        let out = run(&sc);
+        let s = summarize(&sc, &out);
+        let row = &s.collectives[0].rows[0];
+        assert_eq!(row.wrong, 0);
+        let piece = size / n;
+        let fct = ideal_fct(&sc, 0, 1, piece).0 as f64;
+        // Payload rate: 100 Gb/s x MTU / (MTU + overhead) (4096 B MTU, 26 B IB overhead).
+        let b = 100e9 / 8.0 * 4096.0 / 4122.0 / 1e12; // bytes per ps
+        let alpha = fct - piece as f64 / b;
+        let reduce = piece as f64 * 8.0 / 8e12 * 1e12; // 8 Tb/s default, ps
+        let steps = 2.0 * (n as f64 - 1.0);
+        let model = steps * alpha + steps / n as f64 * size as f64 / b + (n as f64 - 1.0) * reduce;
+        let measured = row.time_us * 1e6;
+        let err = (measured - model).abs() / model;
+        assert!(
+            err < 0.03,
+            "{size} B: measured {:.3} us, alpha-beta {:.3} us ({:.2}%)",
+            measured / 1e6,
+            model / 1e6,
+            err * 100.0
+        );
+    }
+}
+
+/// At large sizes the bus bandwidth approaches the bottleneck's payload rate: 100 Gb/s x
+/// 4096/4122 = 12.42 GB/s, within 3% (NCCL's defaults: 2 channels, 512 KiB chunks).
+#[test]
+fn large_allreduce_busbw_reaches_the_link_payload_rate() {
+    let sc = scenario(&format!(
+        "{LEAF}
+workload:
+  - collective: {{ op: allreduce, size: 256MiB, iters: 1, warmup_iters: 0 }}"
+    ));
+    let s = summarize(&sc, &run(&sc));
+    let row = &s.collectives[0].rows[0];
+    let bottleneck = 100e9 / 8.0 * 4096.0 / 4122.0 / 1e9;
+    let err = (row.busbw_gbs - bottleneck).abs() / bottleneck;
+    assert!(
+        err < 0.03,
+        "busbw {} GB/s vs {bottleneck:.3} GB/s ({:.2}%)",
+        row.busbw_gbs,
+        err * 100.0
+    );
+}
+
+/// Every collective delivers the right data through the fabric, also when the fabric
+/// loses packets (RC retransmits them) and with the host model on.
+#[test]
+fn every_collective_is_correct_through_a_lossy_fabric() {
+    for op in [
+        "allreduce",
+        "reduce_scatter",
+        "allgather",
+        "broadcast",
+        "alltoall",
+    ] {
+        let sc = scenario_with(
+            &format!(
+                "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 4, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
+faults: {{ drop_probability: 0.001 }}
+transport: {{ rc: {{ timeout: 8 }} }}
+host: {{ posting: cpu_proxy, memory: gpu, gpus_per_host: 2, nics_per_host: 1 }}
+workload:
+  - collective: {{ op: {op}, minbytes: 4KiB, maxbytes: 4MiB, stepfactor: 32, iters: 2, warmup_iters: 1, root: 3 }}"
+            ),
+            &[],
+        );
+        let out = run(&sc);
+        assert!(
+            out.rc.unwrap().retransmissions > 0,
+            "{op}: the fabric lost packets"
+        );
+        let s = summarize(&sc, &out);
+        let c = &s.collectives[0];
+        assert!(c.complete, "{op} completed");
+        assert_eq!(c.ranks, 16);
+        assert_eq!(c.rows.len(), 3);
+        for r in &c.rows {
+            assert_eq!(r.wrong, 0, "{op} {} B", r.size);
+            assert_eq!(r.iters, 2);
+        }
+    }
+}
+
+/// nccl-tests' arithmetic: algbw = size / time, busbw = algbw x factor, per operation.
+#[test]
+fn busbw_follows_nccl_tests_factors() {
+    for (op, factor) in [
+        ("allreduce", 2.0 * 7.0 / 8.0),
+        ("reduce_scatter", 7.0 / 8.0),
+        ("allgather", 7.0 / 8.0),
+        ("alltoall", 7.0 / 8.0),
+        ("broadcast", 1.0),
+    ] {
+        let sc = scenario(&format!(
+            "{LEAF}
+workload:
+  - collective: {{ op: {op}, size: 1MB, iters: 1, warmup_iters: 0 }}"
+        ));
+        let s = summarize(&sc, &run(&sc));
+        let r = &s.collectives[0].rows[0];
+        let algbw = 1e6 / (r.time_us * 1e-6) / 1e9;
+        assert!((r.algbw_gbs - algbw).abs() < 1e-3 * algbw, "{op}");
+        assert!((r.busbw_gbs - algbw * factor).abs() < 1e-3 * algbw, "{op}");
+    }
+}
