@@ -69,6 +69,8 @@ pub struct Collective {
     pub intra_rate: BitsPerSec,
     pub intra_latency: SimDuration,
     pub reduce_rate: BitsPerSec,
+    /// Cross-host transfers leave through the sending host's NIC on the receiver's rail.
+    pub pxn: bool,
 }
 
 impl Collective {
@@ -203,6 +205,26 @@ pub fn place_on(
     }
 }
 
+/// Channel `c`'s ring: the ranks in order, with each run of consecutive ranks on one
+/// server rotated by `c`, so that each channel enters and leaves a server through
+/// different GPUs (and with PXN, different rails), as NCCL's rings do.
+pub fn ring_order(ranks: &[RankLoc], c: u32) -> Vec<u32> {
+    let mut order = Vec::with_capacity(ranks.len());
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i + 1;
+        while j < ranks.len() && ranks[j].server == ranks[i].server {
+            j += 1;
+        }
+        let run: Vec<u32> = (i as u32..j as u32).collect();
+        let k = c as usize % run.len();
+        order.extend_from_slice(&run[k..]);
+        order.extend_from_slice(&run[..k]);
+        i = j;
+    }
+    order
+}
+
 /// A transfer the glue must carry: `bytes` from rank `src` to rank `dst` on `channel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Send {
@@ -269,6 +291,9 @@ pub struct CollectiveRun {
     pub workload: u16,
     pub ranks: Vec<RankLoc>,
     n: u32,
+    /// Per channel: ring position -> rank, and rank -> ring position.
+    rings: Vec<Vec<u32>>,
+    positions: Vec<Vec<u32>>,
     size_index: usize,
     /// Iteration within the size, warm-up included.
     iteration: u32,
@@ -299,11 +324,24 @@ struct Layout {
 impl CollectiveRun {
     pub fn new(cfg: &Collective, workload: u16, ranks: Vec<RankLoc>) -> CollectiveRun {
         let n = ranks.len() as u32;
+        let rings: Vec<Vec<u32>> = (0..cfg.channels).map(|c| ring_order(&ranks, c)).collect();
+        let positions = rings
+            .iter()
+            .map(|r| {
+                let mut pos = vec![0; r.len()];
+                for (q, &rank) in r.iter().enumerate() {
+                    pos[rank as usize] = q as u32;
+                }
+                pos
+            })
+            .collect();
         CollectiveRun {
             cfg: cfg.clone(),
             workload,
             ranks,
             n,
+            rings,
+            positions,
             size_index: 0,
             iteration: 0,
             iter_start: SimTime::ZERO,
@@ -379,27 +417,32 @@ impl CollectiveRun {
         let max_loops = loops.iter().map(|v| v.len()).max().unwrap_or(1) as u32;
         let (slots, sends, recvs): (u32, Vec<u32>, Vec<u32>) = match self.cfg.op {
             CollectiveOp::Broadcast => {
-                let root_pos = self.cfg.root;
-                let mut s = vec![0; self.n as usize];
-                let mut r = vec![0; self.n as usize];
+                // Per rank and channel: the root's successors down the ring forward.
+                let ch = self.cfg.channels;
+                let mut s = vec![0; (self.n * ch) as usize];
+                let mut r = vec![0; (self.n * ch) as usize];
                 for p in 0..self.n {
-                    let q = (p + self.n - root_pos) % self.n;
-                    s[p as usize] = if q + 1 < self.n { max_loops } else { 0 };
-                    r[p as usize] = if q > 0 { max_loops } else { 0 };
+                    for c in 0..ch {
+                        let q = self.rel_to_root(p, c);
+                        let i = (p * ch + c) as usize;
+                        s[i] = if q + 1 < self.n { max_loops } else { 0 };
+                        r[i] = if q > 0 { max_loops } else { 0 };
+                    }
                 }
                 (max_loops, s, r)
             }
             CollectiveOp::Alltoall => (
                 self.n,
-                vec![self.n - 1; self.n as usize],
-                vec![self.n - 1; self.n as usize],
+                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
+                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
             ),
             _ => {
                 let spl = self.steps_per_loop();
+                let k = (self.n * self.cfg.channels) as usize;
                 (
                     max_loops * self.n,
-                    vec![max_loops * spl; self.n as usize],
-                    vec![max_loops * spl; self.n as usize],
+                    vec![max_loops * spl; k],
+                    vec![max_loops * spl; k],
                 )
             }
         };
@@ -451,9 +494,11 @@ impl CollectiveRun {
                 let mut v = vec![(0u32, 0u64); ch * slots];
                 for (i, x) in v.iter_mut().enumerate() {
                     let slot = (i % slots) as u32;
+                    let c = i / slots;
                     let holds_own = match self.cfg.op {
                         CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => true,
-                        CollectiveOp::Allgather => slot % self.n == p,
+                        // Pieces are named by ring position: its own is its position's.
+                        CollectiveOp::Allgather => slot % self.n == self.positions[c][p as usize],
                         CollectiveOp::Broadcast => p == self.cfg.root,
                         CollectiveOp::Alltoall => false,
                     };
@@ -483,10 +528,22 @@ impl CollectiveRun {
 
     fn rank_finished(&self, p: u32) -> bool {
         (0..self.cfg.channels).all(|c| {
-            let g = &self.progress[(p * self.cfg.channels + c) as usize];
-            g.next_send >= self.layout.sends[p as usize]
-                && g.recv_done >= self.layout.recvs[p as usize]
+            let i = (p * self.cfg.channels + c) as usize;
+            let g = &self.progress[i];
+            g.next_send >= self.layout.sends[i] && g.recv_done >= self.layout.recvs[i]
         })
+    }
+
+    /// Ring position of rank `p` on channel `c`, counted from the root's.
+    fn rel_to_root(&self, p: u32, c: u32) -> u32 {
+        let pos = &self.positions[c as usize];
+        (pos[p as usize] + self.n - pos[self.cfg.root as usize]) % self.n
+    }
+
+    /// The rank after rank `p` on channel `c`'s ring.
+    fn next_in_ring(&self, p: u32, c: u32) -> u32 {
+        let q = self.positions[c as usize][p as usize];
+        self.rings[c as usize][((q + 1) % self.n) as usize]
     }
 
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
@@ -496,14 +553,14 @@ impl CollectiveRun {
         loop {
             let g = self.progress[idx];
             let k = g.next_send;
-            if k >= self.layout.sends[p as usize] {
+            if k >= self.layout.sends[idx] {
                 return;
             }
             // What to send, to whom, and whether it waits for a receive.
             let (dst, slot, reduce, ready) = match self.cfg.op {
                 CollectiveOp::Broadcast => {
-                    let q = (p + n - self.cfg.root) % n;
-                    ((p + 1) % n, k, false, q == 0 || g.recv_done > k)
+                    let q = self.rel_to_root(p, c);
+                    (self.next_in_ring(p, c), k, false, q == 0 || g.recv_done > k)
                 }
                 CollectiveOp::Alltoall => {
                     let dst = (p + 1 + k) % n;
@@ -513,14 +570,15 @@ impl CollectiveRun {
                 _ => {
                     let spl = self.steps_per_loop();
                     let (l, s) = (k / spl, k % spl);
-                    let piece = (p + n - s % n) % n;
+                    let q = self.positions[c as usize][p as usize];
+                    let piece = (q + n - s % n) % n;
                     let reduce = match self.cfg.op {
                         CollectiveOp::Allreduce => s < n - 1,
                         CollectiveOp::ReduceScatter => true,
                         _ => false,
                     };
                     (
-                        (p + 1) % n,
+                        self.next_in_ring(p, c),
                         l * n + piece,
                         reduce,
                         s == 0 || g.recv_done >= k,
@@ -617,13 +675,17 @@ impl CollectiveRun {
             for c in 0..self.cfg.channels {
                 for slot in 0..slots {
                     let got = self.buf[p as usize][(c * slots + slot) as usize];
+                    let q = self.positions[c as usize][p as usize];
                     let want = match self.cfg.op {
                         CollectiveOp::Allreduce => Some((n, all)),
-                        // Position p ends with piece (p + 1) mod n reduced.
+                        // Ring position q ends with piece (q + 1) mod n reduced.
                         CollectiveOp::ReduceScatter => {
-                            (slot % n == (p + 1) % n).then_some((n, all))
+                            (slot % n == (q + 1) % n).then_some((n, all))
                         }
-                        CollectiveOp::Allgather => Some((1, hash(slot % n))),
+                        // Piece i is the data of the rank at ring position i.
+                        CollectiveOp::Allgather => {
+                            Some((1, hash(self.rings[c as usize][(slot % n) as usize])))
+                        }
                         CollectiveOp::Broadcast => Some((1, hash(self.cfg.root))),
                         CollectiveOp::Alltoall => (slot != p).then(|| (1, hash(slot))),
                     };
@@ -686,6 +748,7 @@ mod tests {
             intra_rate: defaults::INTRA_HOST_RATE,
             intra_latency: defaults::INTRA_HOST_LATENCY,
             reduce_rate: defaults::REDUCE_RATE,
+            pxn: true,
         }
     }
 

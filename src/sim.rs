@@ -149,7 +149,7 @@ struct Qp {
     src: u32,
     dst: u32,
     conn: u32,
-    /// Its packets' ECMP hash: that of the flow that opened it.
+    /// Its packets' ECMP hash: per connection when shared, else its flow's.
     flow_hash: u32,
     /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
     backlog: VecDeque<FlowId>,
@@ -712,7 +712,18 @@ impl Sim {
                 let _ = op;
                 let qp = Qp {
                     conn,
-                    flow_hash: self.flows[flow as usize].flow_hash,
+                    // A shared connection keeps one 5-tuple however often it is reopened
+                    // (a persistent connection); a queue pair per flow takes the flow's.
+                    flow_hash: if shared {
+                        stream_seed(
+                            self.sc.seed,
+                            Stream::FlowHash,
+                            ((src as u64) << 32) | dst as u64,
+                            1 + conn as u64,
+                        ) as u32
+                    } else {
+                        self.flows[flow as usize].flow_hash
+                    },
                     pipeline: VecDeque::new(),
                     src,
                     dst,

@@ -1319,6 +1319,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                     intra_rate: intra.rate.map_or(cd::INTRA_HOST_RATE, |r| r.0),
                     intra_latency,
                     reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
+                    pxn: s.pxn.unwrap_or(true),
                 }))
             }
             WorkloadSpec::PingPong(s) => {
@@ -1459,14 +1460,16 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // Upper bound on messages (Poisson: twice the expected arrivals, plus a margin), for
     // the host model's serialized costs below.
     let rate = topology.host_link.rate.0;
-    let messages: f64 = workload
+    // (messages, largest message) per item; a collective's messages are its pieces.
+    let message_load: Vec<(f64, u64)> = workload
         .iter()
         .map(|w| match w {
-            Workload::Poisson { .. } => 2.0 * w.expected_flows(hosts, rate) + 100.0,
-            _ => w.expected_flows(hosts, rate),
+            Workload::Poisson { .. } => (2.0 * w.expected_flows(hosts, rate) + 100.0, w.max_size()),
+            Workload::Collective(c) => (w.expected_flows(hosts, rate), c.chunk.min(w.max_size())),
+            _ => (w.expected_flows(hosts, rate), w.max_size()),
         })
-        .sum();
-    let biggest_message = workload.iter().map(|w| w.max_size()).max().unwrap_or(0);
+        .collect();
+    let messages: f64 = message_load.iter().map(|m| m.0).sum();
     let resolve_host_at = |spec: &schema::HostSpec,
                            at: &str,
                            strict: bool|
@@ -1480,7 +1483,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             .pcie_bandwidth
             .min(h.interconnect_bandwidth)
             .min(h.root_complex_p2p_bandwidth);
-        let per_message = [
+        let fixed = [
             c.wqe_build,
             c.doorbell_mmio,
             c.cqe_poll,
@@ -1498,14 +1501,19 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         ]
         .iter()
         .map(|d| d.0 as f64)
-        .sum::<f64>()
-            + 3.0 * crate::units::serialization_delay(biggest_message, slowest).0 as f64;
-        if per_message * messages > MAX_TIME.0 as f64 {
+        .sum::<f64>();
+        let total: f64 = message_load
+            .iter()
+            .map(|&(n, size)| {
+                n * (fixed + 3.0 * crate::units::serialization_delay(size, slowest).0 as f64)
+            })
+            .sum();
+        if total > MAX_TIME.0 as f64 {
             return err(
                 at,
                 format!(
                     "about {messages:.0} messages at up to {:.1} us of host costs each would run past a simulated day",
-                    per_message / 1e6
+                    total / messages.max(1.0) / 1e6
                 ),
             );
         }

@@ -1225,4 +1225,8 @@ pub struct CollectiveSpec {
     /// Rate at which a GPU reduces received data into its own; default 1TB/s.
     #[serde(default)]
     pub reduce_rate: Option<Rate>,
+    /// Send across hosts through the NIC on the receiving GPU's rail, relaying over the
+    /// intra-host fabric (NCCL's PXN, on by default since NCCL 2.12); default true.
+    #[serde(default)]
+    pub pxn: Option<bool>,
 }

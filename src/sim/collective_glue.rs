@@ -27,8 +27,14 @@ impl Sim {
                 );
                 continue;
             }
+            // PXN: leave through this host's NIC on the receiver's rail (the relay to that
+            // NIC's GPU over the intra-host fabric is not charged).
+            let src_port = match (&self.sc.host, r.cfg.pxn) {
+                (Some(h), true) => h.port_of(a.server, h.nic_of_gpu(b.gpu)),
+                _ => a.port,
+            };
             let def = FlowDef {
-                src: a.port,
+                src: src_port,
                 dst: b.port,
                 size: s.bytes,
                 start: now,
