@@ -462,7 +462,12 @@ impl Sim {
                         run: colls.len() as u32,
                     },
                 );
-                colls.push(crate::collective::CollectiveRun::new(c, i as u16, ranks));
+                colls.push(crate::collective::CollectiveRun::new(
+                    c,
+                    i as u16,
+                    ranks,
+                    |port| topo.leaf_of(port),
+                ));
             }
         }
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);

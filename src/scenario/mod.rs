@@ -1215,11 +1215,22 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             WorkloadSpec::Collective(s) => {
                 let cp = |f: &str| p("collective", f);
                 let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Ring);
-                if algorithm != schema::CollectiveAlgorithm::Ring {
-                    return err(
-                        cp("algorithm"),
-                        "only `ring` is modelled so far (tree, hierarchical and in_network are not yet)",
-                    );
+                match algorithm {
+                    schema::CollectiveAlgorithm::InNetwork => {
+                        return err(
+                            cp("algorithm"),
+                            "`in_network` is not modelled yet: use `ring`, `tree` or `hierarchical`",
+                        )
+                    }
+                    schema::CollectiveAlgorithm::Tree | schema::CollectiveAlgorithm::Hierarchical
+                        if s.op != schema::CollectiveOp::Allreduce =>
+                    {
+                        return err(
+                            cp("algorithm"),
+                            "`tree` and `hierarchical` run allreduce only (as NCCL's tree does); use `ring` for other operations",
+                        )
+                    }
+                    _ => {}
                 }
                 let sizes: Vec<u64> = match (s.size, s.minbytes, s.maxbytes) {
                     (Some(sz), None, None) => vec![sz.0 .0],

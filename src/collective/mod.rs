@@ -28,8 +28,11 @@
 //! Leaves out, for now: the tree, hierarchical and in-network algorithms (refused with
 //! a clear error), NCCL's LL and LL128 protocols, and per-channel ring orderings.
 
+pub mod dag;
+
 use crate::scenario::schema::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
+use dag::{Dag, TwoLevel};
 
 /// Bytes per element (nccl-tests' default `float`).
 pub const ELEMENT_BYTES: u64 = 4;
@@ -308,6 +311,11 @@ pub struct CollectiveRun {
     done: bool,
     /// Per channel: elements, loops and per-loop layout for the current size.
     layout: Layout,
+    /// Tree and hierarchical: the groups and the current size's graph.
+    two_level: Option<(TwoLevel, Vec<Vec<u32>>)>,
+    dag: Dag,
+    /// What each graph transfer carried (the sender's piece when it was sent).
+    snap: Vec<(u32, u64)>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -322,8 +330,20 @@ struct Layout {
 }
 
 impl CollectiveRun {
-    pub fn new(cfg: &Collective, workload: u16, ranks: Vec<RankLoc>) -> CollectiveRun {
+    /// `leaf_of` gives a topology host port's leaf (the hierarchical algorithm's groups).
+    pub fn new(
+        cfg: &Collective,
+        workload: u16,
+        ranks: Vec<RankLoc>,
+        leaf_of: impl Fn(u32) -> u32,
+    ) -> CollectiveRun {
         let n = ranks.len() as u32;
+        let kind = match cfg.algorithm {
+            CollectiveAlgorithm::Tree => Some(TwoLevel::DoubleTree),
+            CollectiveAlgorithm::Hierarchical => Some(TwoLevel::LeaderRing),
+            _ => None,
+        };
+        let two_level = kind.map(|k| (k, dag::groups(k, &ranks, leaf_of)));
         let rings: Vec<Vec<u32>> = (0..cfg.channels).map(|c| ring_order(&ranks, c)).collect();
         let positions = rings
             .iter()
@@ -361,6 +381,9 @@ impl CollectiveRun {
                 .collect(),
             done: false,
             layout: Layout::default(),
+            two_level,
+            dag: Dag::default(),
+            snap: Vec::new(),
         }
     }
 
@@ -480,6 +503,29 @@ impl CollectiveRun {
     }
 
     fn begin_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
+        if let Some((kind, groups)) = &self.two_level {
+            if self.iteration == 0 {
+                let size = self.cfg.sizes[self.size_index];
+                let elems = size.div_ceil(ELEMENT_BYTES);
+                let ch = self.cfg.channels as u64;
+                let per_channel: Vec<u64> = (0..ch)
+                    .map(|c| elems / ch + u64::from(c < elems % ch))
+                    .collect();
+                let chunk_elems = (self.cfg.chunk / ELEMENT_BYTES).max(1);
+                self.dag = dag::build(*kind, groups, &per_channel, chunk_elems, ELEMENT_BYTES);
+                self.snap = vec![(0, 0); self.dag.nodes.len()];
+            } else {
+                self.dag.reset();
+            }
+            self.iter_start = now;
+            let slots = (self.dag.slots_per_channel * self.cfg.channels) as usize;
+            self.buf = (0..self.n).map(|p| vec![(1, hash(p)); slots]).collect();
+            let roots: Vec<u32> = self.dag.roots().collect();
+            for i in roots {
+                self.issue_node(i, out);
+            }
+            return;
+        }
         if self.iteration == 0 {
             self.lay_out();
         }
@@ -632,11 +678,56 @@ impl CollectiveRun {
         }
     }
 
+    /// Posts graph transfer `i`, carrying what its sender holds now.
+    fn issue_node(&mut self, i: u32, out: &mut Vec<Send>) {
+        let d = self.dag.nodes[i as usize];
+        let slots = self.dag.slots_per_channel;
+        self.snap[i as usize] = self.buf[d.src as usize][(d.channel * slots + d.slot) as usize];
+        out.push(Send {
+            xfer: i,
+            src: d.src,
+            dst: d.dst,
+            channel: d.channel,
+            bytes: d.bytes,
+        });
+    }
+
+    /// Graph transfer `i` landed.
+    fn on_node_done(&mut self, now: SimTime, i: u32, out: &mut Vec<Send>) {
+        let d = self.dag.nodes[i as usize];
+        let slots = self.dag.slots_per_channel;
+        let (count, sum) = self.snap[i as usize];
+        let cell = &mut self.buf[d.dst as usize][(d.channel * slots + d.slot) as usize];
+        if d.reduce {
+            cell.0 += count;
+            cell.1 = cell.1.wrapping_add(sum);
+        } else {
+            *cell = (count, sum);
+        }
+        self.dag.done += 1;
+        for k in 0..self.dag.successors(i).len() {
+            let next = self.dag.successors(i)[k];
+            self.dag.deps_left[next as usize] -= 1;
+            if self.dag.deps_left[next as usize] == 0 {
+                self.issue_node(next, out);
+            }
+        }
+        if self.dag.done as usize == self.dag.nodes.len() {
+            self.finish_iteration(now, out);
+        }
+    }
+
     /// Time the receiver of `xfer` spends reducing it into its own buffer.
     pub fn reduce_time(&self, xfer: u32) -> SimDuration {
-        let x = &self.xfers[xfer as usize];
-        if x.reduce {
-            serialization_delay(x.bytes, self.cfg.reduce_rate)
+        let (reduce, bytes) = if self.two_level.is_some() {
+            let d = &self.dag.nodes[xfer as usize];
+            (d.reduce, d.bytes)
+        } else {
+            let x = &self.xfers[xfer as usize];
+            (x.reduce, x.bytes)
+        };
+        if reduce {
+            serialization_delay(bytes, self.cfg.reduce_rate)
         } else {
             SimDuration::ZERO
         }
@@ -644,6 +735,10 @@ impl CollectiveRun {
 
     /// Transfer `xfer` has landed (and been reduced): the receiver may go on.
     pub fn on_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
+        if self.two_level.is_some() {
+            self.on_node_done(now, xfer, out);
+            return;
+        }
         let x = self.xfers[xfer as usize];
         self.free_xfers.push(xfer);
         let slots = self.layout.slots_per_channel;
@@ -669,6 +764,21 @@ impl CollectiveRun {
     fn count_wrong(&self) -> u64 {
         let n = self.n;
         let all: u64 = (0..n).fold(0u64, |a, p| a.wrapping_add(hash(p)));
+        if self.two_level.is_some() {
+            // Allreduce: every used slot of every rank holds every rank's data once.
+            let slots = self.dag.slots_per_channel;
+            let mut wrong = 0;
+            for p in 0..n {
+                for (c, &used) in self.dag.slots_used.iter().enumerate() {
+                    for slot in 0..used {
+                        if self.buf[p as usize][c * slots as usize + slot as usize] != (n, all) {
+                            wrong += 1;
+                        }
+                    }
+                }
+            }
+            return wrong;
+        }
         let slots = self.layout.slots_per_channel;
         let mut wrong = 0;
         for p in 0..n {
@@ -762,7 +872,7 @@ mod tests {
                 port: i,
             })
             .collect();
-        let mut run = CollectiveRun::new(c, 0, ranks);
+        let mut run = CollectiveRun::new(c, 0, ranks, |p| p);
         let mut out = Vec::new();
         run.start(SimTime::ZERO, &mut out);
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
@@ -818,7 +928,7 @@ mod tests {
                 port: i,
             })
             .collect();
-        let mut run = CollectiveRun::new(&c, 0, ranks);
+        let mut run = CollectiveRun::new(&c, 0, ranks, |p| p);
         let mut out = Vec::new();
         run.start(SimTime::ZERO, &mut out);
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
@@ -1008,4 +1118,104 @@ pub fn collective_csv(all: &[CollectiveSummary]) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod two_level_tests {
+    use super::*;
+
+    fn run_two_level(
+        alg: CollectiveAlgorithm,
+        servers: &[u32],
+        leaf_of_server: &[u32],
+        size: u64,
+        channels: u32,
+        chunk: u64,
+    ) -> (u64, u64) {
+        let c = Collective {
+            op: CollectiveOp::Allreduce,
+            algorithm: alg,
+            sizes: vec![size],
+            iters: 2,
+            warmup_iters: 0,
+            ranks: None,
+            placement: PlacementSpec::Packed,
+            channels,
+            chunk,
+            root: 0,
+            start: SimDuration::ZERO,
+            intra_rate: defaults::INTRA_HOST_RATE,
+            intra_latency: defaults::INTRA_HOST_LATENCY,
+            reduce_rate: defaults::REDUCE_RATE,
+            pxn: true,
+        };
+        // Rank i on server servers[i]; ports are servers; leaves from the table.
+        let ranks: Vec<RankLoc> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| RankLoc {
+                server: s,
+                gpu: i as u32,
+                port: s,
+            })
+            .collect();
+        let table = leaf_of_server.to_vec();
+        let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize]);
+        let mut out = Vec::new();
+        run.start(SimTime::ZERO, &mut out);
+        let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+        let mut cross = 0;
+        while let Some(s) = queue.pop_front() {
+            let (a, b) = (ranks[s.src as usize], ranks[s.dst as usize]);
+            if leaf_of_server[a.server as usize] != leaf_of_server[b.server as usize] {
+                cross += s.bytes;
+            }
+            run.on_done(SimTime(1), s.xfer, &mut out);
+            queue.extend(out.drain(..));
+        }
+        assert!(run.is_done());
+        (run.result().rows[0].wrong, cross)
+    }
+
+    #[test]
+    fn tree_and_hierarchical_reduce_correctly_for_any_grouping() {
+        let shapes: [(&[u32], &[u32]); 4] = [
+            (&[0, 1], &[0, 1]),
+            (&[0, 0, 1, 1, 1, 2], &[0, 0, 1]),
+            (
+                &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3],
+                &[0, 0, 1, 1],
+            ),
+            (&[0, 1, 2, 3, 4, 5, 6], &[0, 1, 1, 2, 2, 2, 3]),
+        ];
+        for alg in [CollectiveAlgorithm::Tree, CollectiveAlgorithm::Hierarchical] {
+            for (servers, leaves) in shapes {
+                for (size, channels, chunk) in
+                    [(4096u64, 1, 1024u64), (1 << 20, 2, 65536), (100, 3, 8)]
+                {
+                    let (wrong, _) = run_two_level(alg, servers, leaves, size, channels, chunk);
+                    assert_eq!(wrong, 0, "{alg:?} {servers:?} {size}");
+                }
+            }
+        }
+    }
+
+    /// Hierarchical: only the leaders' ring crosses leaves: 2(L - 1) x S bytes per
+    /// iteration (two iterations here).
+    #[test]
+    fn hierarchical_crosses_leaves_with_the_leaders_ring_only() {
+        let servers: Vec<u32> = (0..16).map(|r| r / 2).collect(); // 8 servers x 2 GPUs
+        let leaves = [0, 0, 1, 1, 2, 2, 3, 3]; // L = 4 leaves of 2 servers
+        let size = 4 << 20;
+        let (wrong, cross) = run_two_level(
+            CollectiveAlgorithm::Hierarchical,
+            &servers,
+            &leaves,
+            size,
+            2,
+            1 << 20,
+        );
+        assert_eq!(wrong, 0);
+        assert_eq!(cross, 2 * 2 * (4 - 1) * size);
+    }
 }

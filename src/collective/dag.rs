@@ -1,0 +1,329 @@
+//! Two-level allreduce algorithms as explicit dependency graphs, one per iteration: the
+//! tree and hierarchical algorithms.
+//!
+//! Both reduce inside a group first (a chain towards the group's leader, each hop adding
+//! its own data), run an algorithm among the leaders, and broadcast the result back down
+//! the chain:
+//! - `tree` (NCCL's double binary tree, `src/graph/trees.cc`): groups are hosts; the
+//!   leaders form two binary trees, the second the mirror of the first, each carrying half
+//!   of every chunk up (reducing) and back down (copying);
+//! - `hierarchical` (the guide's "two-hop aggregation"): groups are leaves (a chain
+//!   inside each host first, then between the leaf's hosts); the leaders, one per leaf,
+//!   run a ring allreduce across the spines, so each chunk crosses the spine layer
+//!   2(L - 1)/L times per leader instead of once per rank.
+//!
+//! The buffer is split across channels and into `chunk`-sized chunks that pipeline
+//! through the graph; each chunk is cut into pieces (one per leader for the ring, one per
+//! tree), and every transfer moves one piece.
+
+use super::RankLoc;
+
+/// One transfer of the graph.
+#[derive(Clone, Copy, Debug)]
+pub struct DNode {
+    pub src: u32,
+    pub dst: u32,
+    pub channel: u32,
+    /// Buffer slot (per channel) it reads at `src` and writes at `dst`.
+    pub slot: u32,
+    pub bytes: u64,
+    /// Added into the receiver's copy (else it replaces it).
+    pub reduce: bool,
+}
+
+/// A graph of transfers and the state of its execution.
+#[derive(Clone, Debug, Default)]
+pub struct Dag {
+    pub nodes: Vec<DNode>,
+    /// Successors of node i: `succ[succ_start[i]..succ_start[i + 1]]`.
+    succ_start: Vec<u32>,
+    succ: Vec<u32>,
+    deps_init: Vec<u32>,
+    pub deps_left: Vec<u32>,
+    pub done: u32,
+    pub slots_per_channel: u32,
+    /// Slots each channel uses (its chunks x pieces).
+    pub slots_used: Vec<u32>,
+}
+
+impl Dag {
+    /// Resets the execution state for a new iteration.
+    pub fn reset(&mut self) {
+        self.deps_left.clone_from(&self.deps_init);
+        self.done = 0;
+    }
+
+    pub fn successors(&self, i: u32) -> &[u32] {
+        &self.succ[self.succ_start[i as usize] as usize..self.succ_start[i as usize + 1] as usize]
+    }
+
+    /// Nodes with no dependency.
+    pub fn roots(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.nodes.len() as u32).filter(|&i| self.deps_init[i as usize] == 0)
+    }
+}
+
+/// Which two-level algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TwoLevel {
+    /// Leaders in two mirrored binary trees (groups: hosts).
+    DoubleTree,
+    /// Leaders in a ring (groups: leaves).
+    LeaderRing,
+}
+
+struct Builder {
+    nodes: Vec<DNode>,
+    edges: Vec<(u32, u32)>,
+}
+
+impl Builder {
+    fn node(&mut self, n: DNode, deps: &[u32]) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(n);
+        for &d in deps {
+            self.edges.push((d, id));
+        }
+        id
+    }
+}
+
+/// Builds the allreduce graph. `groups` lists each group's ranks, leader first;
+/// `elems[c]` is channel c's element count; pieces move `elem_bytes` per element.
+pub fn build(
+    kind: TwoLevel,
+    groups: &[Vec<u32>],
+    elems: &[u64],
+    chunk_elems: u64,
+    elem_bytes: u64,
+) -> Dag {
+    let g_count = groups.len();
+    let pieces: u64 = match kind {
+        _ if g_count == 1 => 1,
+        TwoLevel::DoubleTree => 2,
+        TwoLevel::LeaderRing => g_count as u64,
+    };
+    let mut b = Builder {
+        nodes: Vec::new(),
+        edges: Vec::new(),
+    };
+    let max_chunks = elems
+        .iter()
+        .map(|&e| e.div_ceil(chunk_elems).max(1))
+        .max()
+        .unwrap_or(1);
+    for (c, &e) in elems.iter().enumerate() {
+        let c = c as u32;
+        let chunks = e.div_ceil(chunk_elems).max(1);
+        for j in 0..chunks {
+            let ej = (e - j * chunk_elems).min(chunk_elems);
+            let piece_bytes = |i: u64| (ej / pieces + u64::from(i < ej % pieces)) * elem_bytes;
+            let slot = |i: u64| (j * pieces + i) as u32;
+            // 1. Chains into each leader, per piece.
+            let mut into_leader = vec![vec![None::<u32>; pieces as usize]; g_count];
+            for (g, members) in groups.iter().enumerate() {
+                for i in 0..pieces {
+                    let mut prev: Option<u32> = None;
+                    for idx in (1..members.len()).rev() {
+                        let deps: Vec<u32> = prev.into_iter().collect();
+                        prev = Some(b.node(
+                            DNode {
+                                src: members[idx],
+                                dst: members[idx - 1],
+                                channel: c,
+                                slot: slot(i),
+                                bytes: piece_bytes(i),
+                                reduce: true,
+                            },
+                            &deps,
+                        ));
+                    }
+                    into_leader[g][i as usize] = prev;
+                }
+            }
+            let leader = |g: usize| groups[g][0];
+            let own = |g: usize, i: usize| -> Vec<u32> { into_leader[g][i].into_iter().collect() };
+            // 2. Among the leaders; `final_deps[g][i]`: what makes piece i final at g.
+            let mut final_deps: Vec<Vec<Vec<u32>>> =
+                vec![vec![Vec::new(); pieces as usize]; g_count];
+            if g_count == 1 {
+                final_deps[0][0] = own(0, 0);
+            } else {
+                match kind {
+                    TwoLevel::LeaderRing => {
+                        let l = g_count as u64;
+                        // step s: position q sends piece (q - s) mod L to q + 1.
+                        let mut step_node = vec![vec![0u32; (2 * l - 2) as usize]; g_count];
+                        for s in 0..2 * l - 2 {
+                            for q in 0..l {
+                                let piece = ((q + l - s % l) % l) as usize;
+                                let to = ((q + 1) % l) as usize;
+                                let reduce = s < l - 1;
+                                let mut deps = if s == 0 {
+                                    own(q as usize, piece)
+                                } else {
+                                    vec![step_node[((q + l - 1) % l) as usize][(s - 1) as usize]]
+                                };
+                                if reduce {
+                                    // The receiver adds into its own group's partial.
+                                    deps.extend(own(to, piece));
+                                }
+                                step_node[q as usize][s as usize] = b.node(
+                                    DNode {
+                                        src: leader(q as usize),
+                                        dst: leader(to),
+                                        channel: c,
+                                        slot: slot(piece as u64),
+                                        bytes: piece_bytes(piece as u64),
+                                        reduce,
+                                    },
+                                    &deps,
+                                );
+                            }
+                        }
+                        // Piece p is final at q when the transfer that completes it lands.
+                        for q in 0..l {
+                            let from = ((q + l - 1) % l) as usize;
+                            // The last reduce-scatter step, then every allgather step.
+                            for s in l - 2..2 * l - 2 {
+                                let piece = ((from as u64 + l - s % l) % l) as usize;
+                                final_deps[q as usize][piece] = vec![step_node[from][s as usize]];
+                            }
+                        }
+                    }
+                    TwoLevel::DoubleTree => {
+                        let n = g_count;
+                        for i in 0..2usize {
+                            // Tree 0 is a heap over group indices; tree 1 its mirror.
+                            let id = |g: usize| if i == 0 { g } else { n - 1 - g };
+                            let parent = |g: usize| -> Option<usize> {
+                                let k = id(g);
+                                (k > 0).then(|| id((k - 1) / 2))
+                            };
+                            let children = |g: usize| -> Vec<usize> {
+                                let k = id(g);
+                                [2 * k + 1, 2 * k + 2]
+                                    .into_iter()
+                                    .filter(|&x| x < n)
+                                    .map(id)
+                                    .collect()
+                            };
+                            // Up, leaves first: by decreasing heap index.
+                            let mut up = vec![None::<u32>; n];
+                            for k in (1..n).rev() {
+                                let g = id(k);
+                                let mut deps = own(g, i);
+                                deps.extend(children(g).iter().filter_map(|&ch| up[ch]));
+                                up[g] = Some(b.node(
+                                    DNode {
+                                        src: leader(g),
+                                        dst: leader(parent(g).expect("not the root")),
+                                        channel: c,
+                                        slot: slot(i as u64),
+                                        bytes: piece_bytes(i as u64),
+                                        reduce: true,
+                                    },
+                                    &deps,
+                                ));
+                            }
+                            let root = id(0);
+                            let mut root_deps = own(root, i);
+                            root_deps.extend(children(root).iter().filter_map(|&ch| up[ch]));
+                            final_deps[root][i] = root_deps;
+                            // Down, root first: by increasing heap index.
+                            for k in 0..n {
+                                let g = id(k);
+                                for ch in children(g) {
+                                    let deps = final_deps[g][i].clone();
+                                    let d = b.node(
+                                        DNode {
+                                            src: leader(g),
+                                            dst: leader(ch),
+                                            channel: c,
+                                            slot: slot(i as u64),
+                                            bytes: piece_bytes(i as u64),
+                                            reduce: false,
+                                        },
+                                        &deps,
+                                    );
+                                    final_deps[ch][i] = vec![d];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // 3. Back down each chain, per piece.
+            for (g, members) in groups.iter().enumerate() {
+                for i in 0..pieces {
+                    let mut deps = final_deps[g][i as usize].clone();
+                    for idx in 0..members.len().saturating_sub(1) {
+                        let d = b.node(
+                            DNode {
+                                src: members[idx],
+                                dst: members[idx + 1],
+                                channel: c,
+                                slot: slot(i),
+                                bytes: piece_bytes(i),
+                                reduce: false,
+                            },
+                            &deps,
+                        );
+                        deps = vec![d];
+                    }
+                }
+            }
+        }
+    }
+    // Compressed successor lists.
+    let n = b.nodes.len();
+    let mut count = vec![0u32; n + 1];
+    let mut deps_init = vec![0u32; n];
+    for &(a, z) in &b.edges {
+        count[a as usize + 1] += 1;
+        deps_init[z as usize] += 1;
+    }
+    for i in 0..n {
+        count[i + 1] += count[i];
+    }
+    let mut fill = count.clone();
+    let mut succ = vec![0u32; b.edges.len()];
+    for &(a, z) in &b.edges {
+        succ[fill[a as usize] as usize] = z;
+        fill[a as usize] += 1;
+    }
+    Dag {
+        nodes: b.nodes,
+        succ_start: count,
+        succ,
+        deps_left: deps_init.clone(),
+        deps_init,
+        done: 0,
+        slots_per_channel: (max_chunks * pieces) as u32,
+        slots_used: elems
+            .iter()
+            .map(|&e| (e.div_ceil(chunk_elems).max(1) * pieces) as u32)
+            .collect(),
+    }
+}
+
+/// Groups for `kind`: hosts (tree) or leaves (hierarchical), each sorted so that a host's
+/// ranks are adjacent (its hops go over the intra-host fabric), leader first.
+pub fn groups(kind: TwoLevel, ranks: &[RankLoc], leaf_of: impl Fn(u32) -> u32) -> Vec<Vec<u32>> {
+    let key = |r: &RankLoc| match kind {
+        TwoLevel::DoubleTree => r.server,
+        TwoLevel::LeaderRing => leaf_of(r.port),
+    };
+    let mut keys: Vec<u32> = ranks.iter().map(key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.iter()
+        .map(|&k| {
+            let mut m: Vec<u32> = (0..ranks.len() as u32)
+                .filter(|&r| key(&ranks[r as usize]) == k)
+                .collect();
+            m.sort_by_key(|&r| (ranks[r as usize].server, ranks[r as usize].gpu, r));
+            m
+        })
+        .collect()
+}
