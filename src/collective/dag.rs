@@ -193,6 +193,7 @@ pub fn build(
                     }
                     TwoLevel::DoubleTree => {
                         let n = g_count;
+                        #[allow(clippy::needless_range_loop)] // i names the tree and its piece
                         for i in 0..2usize {
                             // Tree 0 is a heap over group indices; tree 1 its mirror.
                             let id = |g: usize| if i == 0 { g } else { n - 1 - g };
