@@ -147,6 +147,7 @@ fn cross_leaf_bytes(out: &doorbell::sim::RunOutput, hosts_per_leaf: u32) -> u64 
 /// - flat ring, packed: 2 ring hops cross (leaf 0 -> 1 and back), each 2(n-1)/n x S;
 /// - flat ring, striped (rank r on host r mod 4): 4 hops cross;
 /// - hierarchical: only the 2 leaders' ring: 2(L - 1) x S.
+///
 /// (The guide's "falls by the number of ranks per leaf" is the striped case's order of
 /// magnitude; against a packed ring the saving is L(n-1) / (n(L-1)) = 1.75x here.)
 #[test]
@@ -157,7 +158,8 @@ fn hierarchical_cuts_cross_spine_bytes_as_the_algorithms_predict() {
     for (algorithm, placement, expected) in [
         ("ring", "packed", 2 * per_hop),
         ("ring", "striped", 4 * per_hop),
-        ("hierarchical", "packed", 2 * (2 - 1) * size),
+        // 2(L - 1) x S with L = 2 leaders.
+        ("hierarchical", "packed", 2 * size),
     ] {
         let sc = scenario(&format!(
             "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
