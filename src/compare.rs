@@ -40,6 +40,9 @@ pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
             s.cc = set.cc;
             s.ecn = set.ecn;
             s.host = set.host.clone();
+            if let Some(w) = &set.workload {
+                s.workload = w.clone();
+            }
             s.compare.clear();
             let out = run(&s);
             let summary = summarize(&s, &out);
@@ -400,6 +403,49 @@ pub fn render_host_table(sets: &[SetResult]) -> String {
                 w.interrupts_per_s_max,
                 w.cpu_util_max * 100.0
             );
+        }
+    }
+    o
+}
+
+/// `collective.csv` of a compare run: each set's collective rows, set first.
+pub fn collective_csv(sets: &[SetResult]) -> Option<String> {
+    if !sets.iter().any(|s| !s.summary.collectives.is_empty()) {
+        return None;
+    }
+    let mut o = String::new();
+    for (k, s) in sets.iter().enumerate() {
+        let csv = crate::collective::collective_csv(&s.summary.collectives);
+        for (i, line) in csv.lines().enumerate() {
+            if i == 0 {
+                if k == 0 {
+                    let _ = writeln!(o, "set,{line}");
+                }
+            } else {
+                let _ = writeln!(o, "{},{line}", s.name);
+            }
+        }
+    }
+    Some(o)
+}
+
+/// The collectives side by side: per set and size, time and bus bandwidth.
+pub fn render_collective_table(sets: &[SetResult]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<24} {:>14} {:>12} {:>6} {:>12} {:>10} {:>10} {:>6}",
+        "set", "op", "algorithm", "ranks", "size (B)", "time (us)", "busbw GB/s", "wrong"
+    );
+    for s in sets {
+        for c in &s.summary.collectives {
+            for r in &c.rows {
+                let _ = writeln!(
+                    o,
+                    "{:<24} {:>14} {:>12} {:>6} {:>12} {:>10.2} {:>10.2} {:>6}",
+                    s.name, c.op, c.algorithm, c.ranks, r.size, r.time_us, r.busbw_gbs, r.wrong
+                );
+            }
         }
     }
     o

@@ -162,6 +162,11 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         std::fs::write(dir.join("host.csv"), csv)
             .with_context(|| format!("writing {}", dir.join("host.csv").display()))?;
     }
+    let coll_csv = compare::collective_csv(&sets);
+    if let Some(csv) = &coll_csv {
+        std::fs::write(dir.join("collective.csv"), csv)
+            .with_context(|| format!("writing {}", dir.join("collective.csv").display()))?;
+    }
     if !quiet {
         println!(
             "doorbell: {} (seed {}), {} RC parameter sets",
@@ -177,11 +182,19 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         if host_csv.is_some() {
             print!("{}", compare::render_host_table(&sets));
         }
+        if coll_csv.is_some() {
+            print!("{}", compare::render_collective_table(&sets));
+        }
         println!(
-            "results  {}/{{compare.csv{}{}}} and one folder per set",
+            "results  {}/{{compare.csv{}{}{}}} and one folder per set",
             dir.display(),
             if varied_window { ", window.csv" } else { "" },
-            if host_csv.is_some() { ", host.csv" } else { "" }
+            if host_csv.is_some() { ", host.csv" } else { "" },
+            if coll_csv.is_some() {
+                ", collective.csv"
+            } else {
+                ""
+            }
         );
     }
     Ok(())

@@ -1434,6 +1434,16 @@ impl Sim {
 
     /// Whether `port` may start a data packet of up to `wire` bytes now; if not, arranges
     /// to be woken (pause end) and accounts the stall (credits).
+    /// Whether `data_may_start` would say yes, without its bookkeeping.
+    fn data_may_start_peek(&self, now: SimTime, port: PortId, wire: u64) -> bool {
+        let p = &self.ports[port as usize];
+        p.paused_until <= now
+            && match self.fc {
+                FlowControl::IbCredit { .. } => p.credits >= credit_blocks(wire),
+                _ => true,
+            }
+    }
+
     fn data_may_start(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
         let p = &mut self.ports[port as usize];
         if p.paused_until > now {
@@ -1470,8 +1480,23 @@ impl Sim {
         if self.ports[port as usize].busy {
             return;
         }
-        let next = if let Some(q) = self.ports[port as usize].ctrl.pop_front() {
-            q
+        // Control packets go first among packets that are ready; a control packet still
+        // inside the switch (its port-to-port latency not yet over) does not hold up a
+        // data packet that is ready sooner.
+        let p = &self.ports[port as usize];
+        let take_ctrl = match (p.ctrl.front(), p.queue.front()) {
+            (Some(c), Some(d)) => {
+                c.ready.max(now) <= d.ready.max(now)
+                    || !self.data_may_start_peek(now, port, d.wire as u64)
+            }
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let next = if take_ctrl {
+            self.ports[port as usize]
+                .ctrl
+                .pop_front()
+                .expect("ctrl head")
         } else {
             let Some(&head) = self.ports[port as usize].queue.front() else {
                 return;

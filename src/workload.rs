@@ -28,7 +28,7 @@ pub struct ExplicitFlow {
 }
 
 /// One validated workload item.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
     Flows(Vec<ExplicitFlow>),
     Permutation {

@@ -238,6 +238,8 @@ pub struct CompareSet {
     pub cc: Option<DcqcnParams>,
     pub ecn: [Option<Red>; 4],
     pub host: Option<HostConfig>,
+    /// The workload with this set's collective overrides, if it has any.
+    pub workload: Option<Vec<Workload>>,
 }
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -911,6 +913,23 @@ fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
     })
 }
 
+/// Whether `algorithm` can run `op`.
+fn check_collective_algorithm(
+    op: schema::CollectiveOp,
+    algorithm: schema::CollectiveAlgorithm,
+) -> Result<(), String> {
+    use schema::CollectiveAlgorithm as A;
+    match algorithm {
+        A::InNetwork => Err(
+            "`in_network` is not modelled yet: use `ring`, `tree` or `hierarchical`".into(),
+        ),
+        A::Tree | A::Hierarchical if op != schema::CollectiveOp::Allreduce => Err(
+            "`tree` and `hierarchical` run allreduce only (as NCCL's tree does); use `ring` for other operations".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Checks cross-field rules and fills defaults. Errors are (field path, message).
 /// `base_dir` is where relative paths in the scenario (CDF files) are found: the
 /// scenario file's folder.
@@ -1215,23 +1234,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             WorkloadSpec::Collective(s) => {
                 let cp = |f: &str| p("collective", f);
                 let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Ring);
-                match algorithm {
-                    schema::CollectiveAlgorithm::InNetwork => {
-                        return err(
-                            cp("algorithm"),
-                            "`in_network` is not modelled yet: use `ring`, `tree` or `hierarchical`",
-                        )
-                    }
-                    schema::CollectiveAlgorithm::Tree | schema::CollectiveAlgorithm::Hierarchical
-                        if s.op != schema::CollectiveOp::Allreduce =>
-                    {
-                        return err(
-                            cp("algorithm"),
-                            "`tree` and `hierarchical` run allreduce only (as NCCL's tree does); use `ring` for other operations",
-                        )
-                    }
-                    _ => {}
-                }
+                check_collective_algorithm(s.op, algorithm).map_err(|m| (cp("algorithm"), m))?;
                 let sizes: Vec<u64> = match (s.size, s.minbytes, s.maxbytes) {
                     (Some(sz), None, None) => vec![sz.0 .0],
                     (None, Some(lo), Some(hi)) => {
@@ -1639,7 +1642,51 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                 )?)
             }
         };
+        let set_workload = match &c.collective {
+            None => None,
+            Some(o) => {
+                let mut w = workload.clone();
+                for (j, item) in w.iter_mut().enumerate() {
+                    if let Workload::Collective(col) = item {
+                        let at = format!("compare[{i}].collective");
+                        if let Some(a) = o.algorithm {
+                            col.algorithm = a;
+                        }
+                        if let Some(p) = &o.placement {
+                            col.placement = p.clone();
+                        }
+                        if let Some(ch) = o.channels {
+                            if ch == 0 || ch > 64 {
+                                return err(
+                                    format!("{at}.channels"),
+                                    format!("expected 1 to 64, found {ch}"),
+                                );
+                            }
+                            col.channels = ch;
+                        }
+                        if let Some(ck) = o.chunk {
+                            col.chunk = ck.0 .0;
+                        }
+                        if let Some(x) = o.pxn {
+                            col.pxn = x;
+                        }
+                        check_collective_algorithm(col.op, col.algorithm)
+                            .map_err(|m| (format!("{at}.algorithm"), m))?;
+                        crate::collective::place_on(
+                            col,
+                            set_host.as_ref(),
+                            topology.hosts(),
+                            f.seed,
+                            j,
+                        )
+                        .map_err(|(p, m)| (format!("{at}.{p}"), m))?;
+                    }
+                }
+                Some(w)
+            }
+        };
         compare.push(CompareSet {
+            workload: set_workload,
             host: set_host,
             name: c.name.clone(),
             topology: set_topology,

@@ -320,6 +320,9 @@ pub struct CompareSpec {
     /// Fields laid over the scenario's `host:` section for this set.
     #[serde(default)]
     pub host: Option<HostSpec>,
+    /// Changes every collective workload item for this set.
+    #[serde(default)]
+    pub collective: Option<CollectiveOverride>,
     #[serde(flatten)]
     pub rc: RcSpec,
 }
@@ -1228,5 +1231,16 @@ pub struct CollectiveSpec {
     /// Send across hosts through the NIC on the receiving GPU's rail, relaying over the
     /// intra-host fabric (NCCL's PXN, on by default since NCCL 2.12); default true.
     #[serde(default)]
+    pub pxn: Option<bool>,
+}
+
+/// What a compare set may change in the scenario's collectives.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveOverride {
+    pub algorithm: Option<CollectiveAlgorithm>,
+    pub placement: Option<PlacementSpec>,
+    pub channels: Option<u32>,
+    pub chunk: Option<NonZeroSize>,
     pub pxn: Option<bool>,
 }
