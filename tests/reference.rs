@@ -11,7 +11,7 @@ use doorbell::report::write_files;
 use doorbell::scenario::{load, Overrides};
 use std::path::PathBuf;
 
-const REFERENCE: [&str; 17] = [
+const REFERENCE: [&str; 21] = [
     "guide-two-hops",
     "incast-dcqcn",
     "victim-flow",
@@ -29,6 +29,10 @@ const REFERENCE: [&str; 17] = [
     "interrupt-coalescing",
     "pcie-topology",
     "guide-doorbell",
+    "allreduce-ring",
+    "allreduce-2hop",
+    "allreduce-contention",
+    "guide-collectives",
 ];
 
 fn check(root: &std::path::Path, rel: &str, fresh: &[u8], name: &str) {
@@ -68,6 +72,14 @@ fn committed_results_match_a_fresh_run() {
             if let Some(csv) = doorbell::compare::host_csv(&sets) {
                 check(&root, &format!("{name}/host.csv"), csv.as_bytes(), name);
             }
+            if let Some(csv) = doorbell::compare::collective_csv(&sets) {
+                check(
+                    &root,
+                    &format!("{name}/collective.csv"),
+                    csv.as_bytes(),
+                    name,
+                );
+            }
             let rows = doorbell::compare::window_rows(&sets);
             if root.join("results").join(name).join("window.csv").exists() {
                 check(
@@ -84,13 +96,23 @@ fn committed_results_match_a_fresh_run() {
         for (sub, sc, out, summary) in runs {
             let d = dir.join(&sub);
             write_files(&d, &sc, &out, &summary, &PerfReport::new(&out)).unwrap();
+            // Host and collective scenarios run tens of thousands of messages per set:
+            // only their small files are committed (summary.json, collective.csv, and
+            // at the top compare.csv and host.csv).
+            let big = sc.host.is_some()
+                || sc
+                    .workload
+                    .iter()
+                    .any(|w| matches!(w, doorbell::workload::Workload::Collective(_)));
+            if !summary.collectives.is_empty() {
+                let fresh = std::fs::read(d.join("collective.csv")).unwrap();
+                check(&root, &format!("{name}/{sub}collective.csv"), &fresh, name);
+            }
             for file in ["summary.json", "flows.csv", "ports.csv", "timeseries.csv"] {
                 if file == "timeseries.csv" && sc.timeseries.is_none() {
                     continue;
                 }
-                // Host scenarios run tens of thousands of messages per set: only their
-                // small files are committed (summary.json, compare.csv, host.csv).
-                if sc.host.is_some() && file != "summary.json" {
+                if big && file != "summary.json" {
                     continue;
                 }
                 let fresh = std::fs::read(d.join(file)).unwrap();
