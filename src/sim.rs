@@ -105,9 +105,15 @@ pub struct FlowState {
     pub conn: u32,
     /// The collective transfer it carries: (run, transfer).
     pub coll: Option<(u32, u32)>,
+    /// Sent as bare packets even under RC (in-network aggregation to and from switches,
+    /// which end no queue pair).
+    pub raw: bool,
 }
 
 const NO_QP: u32 = u32::MAX;
+
+/// Host job ids of bare-packet flows under RC (queue-pair halves use the others).
+const RAW_JOB: u32 = 1 << 31;
 
 impl FlowState {
     /// Flow number `i` of the run; ideal FCTs are cached by size and same-leaf-or-not.
@@ -122,6 +128,11 @@ impl FlowState {
         let ideal = *ideal_cache
             .entry((def.size, same_leaf))
             .or_insert_with(|| ideal_fct(sc, def.src, def.dst, def.size));
+        FlowState::with_ideal(sc, i, def, ideal)
+    }
+
+    /// A flow whose ideal FCT is given (one to or from a switch).
+    fn with_ideal(sc: &Scenario, i: usize, def: FlowDef, ideal: SimDuration) -> FlowState {
         FlowState {
             def,
             flow_hash: stream_seed(sc.seed, Stream::FlowHash, i as u64, 0) as u32,
@@ -138,6 +149,7 @@ impl FlowState {
             qp_gen: 0,
             conn: 0,
             coll: None,
+            raw: false,
         }
     }
 }
@@ -467,6 +479,8 @@ impl Sim {
                     i as u16,
                     ranks,
                     |port| topo.leaf_of(port),
+                    topo.leaves,
+                    topo.spines,
                 ));
             }
         }
@@ -679,8 +693,10 @@ impl Sim {
     fn start_flow(&mut self, now: SimTime, flow: FlowId) {
         let src = self.flows[flow as usize].def.src;
         let conn = self.flows[flow as usize].conn;
+        let raw = self.flows[flow as usize].raw;
         let job = match &self.rc {
             None => flow,
+            Some(_) if raw => RAW_JOB | flow,
             Some(rc) => {
                 let (params, depth, delay, op) = (
                     rc.params,
@@ -919,6 +935,8 @@ impl Sim {
             };
             let made = if self.rc.is_none() {
                 self.raw_packet(job)
+            } else if job & RAW_JOB != 0 {
+                self.raw_packet(job & !RAW_JOB)
             } else if self.qps[(job >> 1) as usize].dead {
                 let qp = &mut self.qps[(job >> 1) as usize];
                 if job & 1 == 0 {
@@ -963,7 +981,7 @@ impl Sim {
                         self.dma_read(now, host, flow, payload);
                     }
                 }
-                if self.cc.is_some() && self.rc.is_some() {
+                if self.cc.is_some() && self.rc.is_some() && job & RAW_JOB == 0 {
                     self.pace(now, job, wire);
                 }
                 if !self.take_credits(now, port, wire) {
@@ -1628,7 +1646,7 @@ impl Sim {
     fn deliver(&mut self, now: SimTime, host: u32, pkt: PktId) {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);
-        if self.rc.is_none() {
+        if self.rc.is_none() || self.flows[p.flow as usize].raw {
             let f = &mut self.flows[p.flow as usize];
             f.delivered += p.payload as u64;
             if f.delivered == f.def.size {
@@ -1787,7 +1805,21 @@ impl Sim {
         let topo = &self.topo;
         let routing = self.sc.routing;
         let ports = &self.ports;
-        let out = if topo.is_leaf(sw) {
+        let hosts = topo.hosts();
+        let out = if p.dst >= hosts {
+            // Addressed to a switch (in-network aggregation).
+            let target = p.dst - hosts;
+            if target == sw {
+                self.switch_consume(now, pkt, in_port);
+                return;
+            }
+            let k = p.flow_hash % topo.links_per_spine;
+            if topo.is_leaf(sw) {
+                topo.leaf_up(sw, (target - topo.leaves) * topo.links_per_spine + k)
+            } else {
+                topo.spine_down(sw - topo.leaves, target, k)
+            }
+        } else if topo.is_leaf(sw) {
             if topo.leaf_of(p.dst) == sw {
                 topo.leaf_down(p.dst)
             } else {
@@ -1869,6 +1901,58 @@ impl Sim {
             self.ingress_admitted(now, in_port, wire);
         }
         self.try_start(now, out);
+    }
+
+    /// A packet addressed to this switch arrived: the switch's aggregation engine takes
+    /// it (its credits go back at once, as at a host).
+    fn switch_consume(&mut self, now: SimTime, pkt: PktId, in_port: PortId) {
+        let p = *self.pool.get(pkt);
+        self.pool.free(pkt);
+        if let FlowControl::IbCredit { update_delay, .. } = self.fc {
+            self.return_credits(now, in_port, p.wire as u64, update_delay);
+        }
+        let f = &mut self.flows[p.flow as usize];
+        f.delivered += p.payload as u64;
+        if f.delivered == f.def.size && f.finish.is_none() {
+            f.finish = Some(now);
+            f.outcome = Outcome::Completed;
+            self.message_done(now, p.flow);
+        }
+    }
+
+    /// A switch sends `flow` (all of it) out of `port`, as packets queued at once `now`
+    /// plus the switch latency (in-network aggregation: a reduced or multicast chunk).
+    pub(super) fn inject(&mut self, now: SimTime, port: PortId, flow: FlowId) {
+        let (size, src, dst) = {
+            let f = &self.flows[flow as usize];
+            (f.def.size, f.def.src, f.def.dst)
+        };
+        let sw = self.ports[port as usize].switch.expect("a switch port");
+        let packets = size.div_ceil(self.mtu).max(1);
+        for i in 0..packets {
+            let payload = (size - i * self.mtu).min(self.mtu);
+            let mut pk = self.new_packet(flow, src, dst, PktKind::Data);
+            pk.seq = i as u32;
+            pk.payload = payload as u32;
+            pk.wire = (payload + self.overhead) as u32;
+            let wire = pk.wire as u64;
+            let id = self.pool.alloc(pk);
+            let f = &mut self.flows[flow as usize];
+            f.packets_sent += 1;
+            f.segmented += payload;
+            self.switches[sw as usize].used += wire;
+            let port_st = &mut self.ports[port as usize];
+            port_st.enqueued(wire);
+            port_st.queue.push_back(Queued {
+                ready: now + self.switch_latency,
+                pkt: id,
+                wire: wire as u32,
+                ect: true,
+                ctrl: false,
+                ingress: NO_PORT,
+            });
+        }
+        self.try_start(now, port);
     }
 
     fn drop_packet(&mut self, port: PortId, pkt: PktId, reason: DropReason) {

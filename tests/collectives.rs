@@ -193,3 +193,97 @@ workload:
     let (ring, tree) = (time("ring"), time("tree"));
     assert!(tree < ring / 2.0, "tree {tree} us vs ring {ring} us");
 }
+
+/// In-network aggregation: each rank's buffer crosses its host link up once and down
+/// once, and each leaf's aggregate crosses the spine layer once each way: per iteration
+/// n x S up from the ranks, L x S up to the spines, L x S down, n x S down to the ranks;
+/// and the result is right.
+#[test]
+fn in_network_moves_each_ranks_data_over_each_link_once() {
+    let size: u64 = 1 << 20;
+    let sc = scenario(&format!(
+        "topology: {{ leaves: 3, spines: 2, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
+flow_control: {{ mode: ib_credit }}
+workload:
+  - collective: {{ op: allreduce, algorithm: in_network, size: {size}B, iters: 1, warmup_iters: 0 }}"
+    ));
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert_eq!(s.collectives[0].rows[0].wrong, 0);
+    let hosts = 6;
+    let (n, leaves) = (6u64, 3u64);
+    let sum = |pred: &dyn Fn(u32, u32) -> bool| -> u64 {
+        out.flows
+            .iter()
+            .filter(|f| pred(f.def.src, f.def.dst))
+            .map(|f| f.def.size)
+            .sum()
+    };
+    let is_host = |e: u32| e < hosts;
+    let is_leaf = |e: u32| e >= hosts && e < hosts + 3;
+    let is_spine = |e: u32| e >= hosts + 3;
+    assert_eq!(sum(&|a, b| is_host(a) && is_leaf(b)), n * size);
+    assert_eq!(sum(&|a, b| is_leaf(a) && is_spine(b)), leaves * size);
+    assert_eq!(sum(&|a, b| is_spine(a) && is_leaf(b)), leaves * size);
+    assert_eq!(sum(&|a, b| is_leaf(a) && is_host(b)), n * size);
+    assert_eq!(
+        sum(&|a, b| is_host(a) && is_host(b)),
+        0,
+        "no host-to-host traffic"
+    );
+}
+
+/// In-network aggregation rides InfiniBand-style lossless links: a lossy fabric is
+/// refused before the run, naming the field.
+#[test]
+fn in_network_on_a_lossy_fabric_is_refused() {
+    let err = doorbell::scenario::parse_str(
+        "topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - collective: { op: allreduce, algorithm: in_network, size: 1MiB }",
+        "x.yaml",
+        "x",
+        &doorbell::scenario::Overrides::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.path, "workload[0].collective.algorithm");
+    assert!(err.message.contains("lossless"), "{}", err.message);
+}
+
+/// A small allreduce completes in one trip up and down the switches: far faster than a
+/// ring's 2(n - 1) steps.
+#[test]
+fn in_network_beats_ring_on_small_messages() {
+    let time = |alg: &str| {
+        let sc = scenario(&format!(
+            "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 8, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
+flow_control: {{ mode: ib_credit }}
+workload:
+  - collective: {{ op: allreduce, algorithm: {alg}, size: 64B, iters: 2, warmup_iters: 0 }}"
+        ));
+        summarize(&sc, &run(&sc)).collectives[0].rows[0].time_us
+    };
+    let (ring, inn) = (time("ring"), time("in_network"));
+    assert!(inn < ring / 4.0, "in_network {inn} us vs ring {ring} us");
+}
+
+/// Tree, hierarchical and in-network allreduce are right for uneven groups (3 hosts of 2
+/// GPUs on 2 leaves, one with a single host), with the host model and under PFC.
+#[test]
+fn graph_algorithms_are_correct_with_uneven_groups() {
+    for alg in ["tree", "hierarchical", "in_network"] {
+        let sc = scenario(&format!(
+            "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
+flow_control: {{ mode: pfc }}
+host: {{ gpus_per_host: 2, posting: cpu_proxy, memory: gpu }}
+workload:
+  - collective: {{ op: allreduce, algorithm: {alg}, ranks: 6, placement: [0, 1, 2, 3, 4, 5], minbytes: 4KiB, maxbytes: 4MiB, stepfactor: 32, iters: 2, warmup_iters: 0, channels: 3 }}"
+        ));
+        let s = summarize(&sc, &run(&sc));
+        let c = &s.collectives[0];
+        assert!(c.complete, "{alg}");
+        for r in &c.rows {
+            assert_eq!(r.wrong, 0, "{alg} {} B", r.size);
+        }
+    }
+}

@@ -276,7 +276,141 @@ pub fn build(
             }
         }
     }
-    // Compressed successor lists.
+    finish(
+        b,
+        (max_chunks * pieces) as u32,
+        elems
+            .iter()
+            .map(|&e| (e.div_ceil(chunk_elems).max(1) * pieces) as u32)
+            .collect(),
+    )
+}
+
+/// Groups for `kind`: hosts (tree) or leaves (hierarchical), each sorted so that a host's
+/// ranks are adjacent (its hops go over the intra-host fabric), leader first.
+pub fn groups(kind: TwoLevel, ranks: &[RankLoc], leaf_of: &impl Fn(u32) -> u32) -> Vec<Vec<u32>> {
+    let key = |r: &RankLoc| match kind {
+        TwoLevel::DoubleTree => r.server,
+        TwoLevel::LeaderRing => leaf_of(r.port),
+    };
+    let mut keys: Vec<u32> = ranks.iter().map(key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.iter()
+        .map(|&k| {
+            let mut m: Vec<u32> = (0..ranks.len() as u32)
+                .filter(|&r| key(&ranks[r as usize]) == k)
+                .collect();
+            m.sort_by_key(|&r| (ranks[r as usize].server, ranks[r as usize].gpu, r));
+            m
+        })
+        .collect()
+}
+
+/// In-network (SHARP-like) allreduce, as NCCL's CollNet chain runs it: inside each host
+/// a chain adds the GPUs' chunks into the host's leader; the leader sends the host's
+/// chunk once to its leaf switch, which adds its hosts' chunks and sends one to a spine
+/// (chunk j to spine j mod spines); the spine adds the leaves' and sends the result back
+/// to each leaf, which sends it to each host's leader, and a chain copies it to the
+/// host's other GPUs. Endpoint ids: ranks `0..n`, switch `sw` is `n + sw` (leaves first,
+/// then spines). `hosts` are the ranks by host (leader first) and `host_leaf` each
+/// host's leaf.
+#[allow(clippy::too_many_arguments)]
+pub fn build_in_network(
+    n: u32,
+    hosts: &[Vec<u32>],
+    host_leaf: &[u32],
+    leaves: u32,
+    spines: u32,
+    elems: &[u64],
+    chunk_elems: u64,
+    elem_bytes: u64,
+) -> Dag {
+    let mut b = Builder {
+        nodes: Vec::new(),
+        edges: Vec::new(),
+    };
+    let max_chunks = elems
+        .iter()
+        .map(|&e| e.div_ceil(chunk_elems).max(1))
+        .max()
+        .unwrap_or(1);
+    // The leaves in use, in order.
+    let mut used_leaves: Vec<u32> = host_leaf.to_vec();
+    used_leaves.sort_unstable();
+    used_leaves.dedup();
+    // A host's leader sends its chunks to the leaf one after the other (a stream per
+    // channel), so that chunks pipeline through the switches.
+    let mut last_up: Vec<Option<u32>> = vec![None; hosts.len() * elems.len()];
+    for (c, &e) in elems.iter().enumerate() {
+        let c = c as u32;
+        let chunks = e.div_ceil(chunk_elems).max(1);
+        for j in 0..chunks {
+            let bytes = (e - j * chunk_elems).min(chunk_elems) * elem_bytes;
+            let slot = j as u32;
+            let node = |src: u32, dst: u32, reduce: bool| DNode {
+                src,
+                dst,
+                channel: c,
+                slot,
+                bytes,
+                reduce,
+            };
+            // Inside each host, to its leader; then the leader up to the leaf.
+            let mut up_of_leaf: Vec<Vec<u32>> = vec![Vec::new(); used_leaves.len()];
+            for (h, members) in hosts.iter().enumerate() {
+                let mut deps: Vec<u32> = Vec::new();
+                for idx in (1..members.len()).rev() {
+                    let d = b.node(node(members[idx], members[idx - 1], true), &deps);
+                    deps = vec![d];
+                }
+                let k = h * elems.len() + c as usize;
+                deps.extend(last_up[k]);
+                let leaf = host_leaf[h];
+                let up = b.node(node(members[0], n + leaf, true), &deps);
+                last_up[k] = Some(up);
+                let li = used_leaves.binary_search(&leaf).expect("a used leaf");
+                up_of_leaf[li].push(up);
+            }
+            // Across the spine, when there is more than one leaf.
+            let at_leaf: Vec<Vec<u32>> = if used_leaves.len() == 1 {
+                up_of_leaf
+            } else {
+                let spine = n + leaves + (j % spines as u64) as u32;
+                let up2: Vec<u32> = used_leaves
+                    .iter()
+                    .zip(&up_of_leaf)
+                    .map(|(&leaf, deps)| b.node(node(n + leaf, spine, true), deps))
+                    .collect();
+                used_leaves
+                    .iter()
+                    .map(|&leaf| vec![b.node(node(spine, n + leaf, false), &up2)])
+                    .collect()
+            };
+            // Down to each host's leader, then along the host's chain.
+            for (h, members) in hosts.iter().enumerate() {
+                let leaf = host_leaf[h];
+                let li = used_leaves.binary_search(&leaf).expect("a used leaf");
+                let mut deps = vec![b.node(node(n + leaf, members[0], false), &at_leaf[li])];
+                for idx in 0..members.len() - 1 {
+                    let d = b.node(node(members[idx], members[idx + 1], false), &deps);
+                    deps = vec![d];
+                }
+            }
+        }
+    }
+    finish(
+        b,
+        max_chunks as u32,
+        elems
+            .iter()
+            .map(|&e| e.div_ceil(chunk_elems).max(1) as u32)
+            .collect(),
+    )
+}
+
+/// Compressed successor lists and the initial dependency counts.
+fn finish(b: Builder, slots_per_channel: u32, slots_used: Vec<u32>) -> Dag {
     let n = b.nodes.len();
     let mut count = vec![0u32; n + 1];
     let mut deps_init = vec![0u32; n];
@@ -300,31 +434,7 @@ pub fn build(
         deps_left: deps_init.clone(),
         deps_init,
         done: 0,
-        slots_per_channel: (max_chunks * pieces) as u32,
-        slots_used: elems
-            .iter()
-            .map(|&e| (e.div_ceil(chunk_elems).max(1) * pieces) as u32)
-            .collect(),
+        slots_per_channel,
+        slots_used,
     }
-}
-
-/// Groups for `kind`: hosts (tree) or leaves (hierarchical), each sorted so that a host's
-/// ranks are adjacent (its hops go over the intra-host fabric), leader first.
-pub fn groups(kind: TwoLevel, ranks: &[RankLoc], leaf_of: impl Fn(u32) -> u32) -> Vec<Vec<u32>> {
-    let key = |r: &RankLoc| match kind {
-        TwoLevel::DoubleTree => r.server,
-        TwoLevel::LeaderRing => leaf_of(r.port),
-    };
-    let mut keys: Vec<u32> = ranks.iter().map(key).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.iter()
-        .map(|&k| {
-            let mut m: Vec<u32> = (0..ranks.len() as u32)
-                .filter(|&r| key(&ranks[r as usize]) == k)
-                .collect();
-            m.sort_by_key(|&r| (ranks[r as usize].server, ranks[r as usize].gpu, r));
-            m
-        })
-        .collect()
 }

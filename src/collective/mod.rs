@@ -25,8 +25,9 @@
 //! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece
 //! that does not hold exactly what the collective promises counts in `#wrong`.
 //!
-//! Leaves out, for now: the tree, hierarchical and in-network algorithms (refused with
-//! a clear error), NCCL's LL and LL128 protocols, and per-channel ring orderings.
+//! Tree, hierarchical and in-network allreduce run as per-iteration dependency graphs
+//! (`dag`). Leaves out: NCCL's LL and LL128 protocols, its own choice of algorithm and
+//! channel count by size, and buffer-slot flow control between ring steps.
 
 pub mod dag;
 
@@ -48,7 +49,14 @@ pub mod defaults {
     pub const REDUCE_RATE: BitsPerSec = BitsPerSec(8_000_000_000_000);
     /// NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8.
     pub const CHUNK: u64 = 512 * 1024;
+    /// Assumption: in-network aggregation streams in small fragments (a switch cannot
+    /// hold large chunks per stream): 64 KiB.
+    pub const IN_NETWORK_CHUNK: u64 = 64 * 1024;
     pub const CHANNELS: u32 = 2;
+    /// Assumption: a SHARP-class switch aggregates at its port rate (400 Gb/s, Quantum-2
+    /// NDR) after about 1 us of aggregation-engine latency.
+    pub const SWITCH_REDUCE_RATE: BitsPerSec = BitsPerSec(400_000_000_000);
+    pub const SWITCH_REDUCE_LATENCY: SimDuration = SimDuration(1_000_000);
     /// nccl-tests' `-n` and `-w` defaults.
     pub const ITERS: u32 = 20;
     pub const WARMUP_ITERS: u32 = 5;
@@ -74,6 +82,10 @@ pub struct Collective {
     pub reduce_rate: BitsPerSec,
     /// Cross-host transfers leave through the sending host's NIC on the receiver's rail.
     pub pxn: bool,
+    /// In-network: a switch adds a chunk into its aggregate after this latency, at this
+    /// rate.
+    pub switch_reduce_latency: SimDuration,
+    pub switch_reduce_rate: BitsPerSec,
 }
 
 impl Collective {
@@ -257,6 +269,9 @@ struct Progress {
     recv_done: u32,
 }
 
+/// In-network: ranks by host, each host's leaf, and the fabric's leaves and spines.
+type InNetworkShape = (Vec<Vec<u32>>, Vec<u32>, u32, u32);
+
 /// One size's measured iterations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SizeResult {
@@ -313,6 +328,9 @@ pub struct CollectiveRun {
     layout: Layout,
     /// Tree and hierarchical: the groups and the current size's graph.
     two_level: Option<(TwoLevel, Vec<Vec<u32>>)>,
+    /// In-network: the ranks by host, each host's leaf, and the fabric's leaves and
+    /// spines (switch `sw` is endpoint `n + sw`).
+    in_network: Option<InNetworkShape>,
     dag: Dag,
     /// What each graph transfer carried (the sender's piece when it was sent).
     snap: Vec<(u32, u64)>,
@@ -330,12 +348,15 @@ struct Layout {
 }
 
 impl CollectiveRun {
-    /// `leaf_of` gives a topology host port's leaf (the hierarchical algorithm's groups).
+    /// `leaf_of` gives a topology host port's leaf (the hierarchical and in-network
+    /// algorithms' groups); `leaves` and `spines` size the fabric's switches.
     pub fn new(
         cfg: &Collective,
         workload: u16,
         ranks: Vec<RankLoc>,
         leaf_of: impl Fn(u32) -> u32,
+        leaves: u32,
+        spines: u32,
     ) -> CollectiveRun {
         let n = ranks.len() as u32;
         let kind = match cfg.algorithm {
@@ -343,7 +364,16 @@ impl CollectiveRun {
             CollectiveAlgorithm::Hierarchical => Some(TwoLevel::LeaderRing),
             _ => None,
         };
-        let two_level = kind.map(|k| (k, dag::groups(k, &ranks, leaf_of)));
+        let two_level = kind.map(|k| (k, dag::groups(k, &ranks, &leaf_of)));
+        let in_network = (cfg.algorithm == CollectiveAlgorithm::InNetwork).then(|| {
+            // Ranks by host (the CollNet chain's groups), and each host's leaf.
+            let groups = dag::groups(TwoLevel::DoubleTree, &ranks, &leaf_of);
+            let group_leaf = groups
+                .iter()
+                .map(|g| leaf_of(ranks[g[0] as usize].port))
+                .collect();
+            (groups, group_leaf, leaves, spines)
+        });
         let rings: Vec<Vec<u32>> = (0..cfg.channels).map(|c| ring_order(&ranks, c)).collect();
         let positions = rings
             .iter()
@@ -382,6 +412,7 @@ impl CollectiveRun {
             done: false,
             layout: Layout::default(),
             two_level,
+            in_network,
             dag: Dag::default(),
             snap: Vec::new(),
         }
@@ -503,7 +534,7 @@ impl CollectiveRun {
     }
 
     fn begin_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
-        if let Some((kind, groups)) = &self.two_level {
+        if self.is_graph() {
             if self.iteration == 0 {
                 let size = self.cfg.sizes[self.size_index];
                 let elems = size.div_ceil(ELEMENT_BYTES);
@@ -512,14 +543,36 @@ impl CollectiveRun {
                     .map(|c| elems / ch + u64::from(c < elems % ch))
                     .collect();
                 let chunk_elems = (self.cfg.chunk / ELEMENT_BYTES).max(1);
-                self.dag = dag::build(*kind, groups, &per_channel, chunk_elems, ELEMENT_BYTES);
+                self.dag = match (&self.two_level, &self.in_network) {
+                    (Some((kind, groups)), _) => {
+                        dag::build(*kind, groups, &per_channel, chunk_elems, ELEMENT_BYTES)
+                    }
+                    (None, Some((groups, group_leaf, leaves, spines))) => dag::build_in_network(
+                        self.n,
+                        groups,
+                        group_leaf,
+                        *leaves,
+                        (*spines).max(1),
+                        &per_channel,
+                        chunk_elems,
+                        ELEMENT_BYTES,
+                    ),
+                    _ => unreachable!("a graph algorithm"),
+                };
                 self.snap = vec![(0, 0); self.dag.nodes.len()];
             } else {
                 self.dag.reset();
             }
             self.iter_start = now;
             let slots = (self.dag.slots_per_channel * self.cfg.channels) as usize;
-            self.buf = (0..self.n).map(|p| vec![(1, hash(p)); slots]).collect();
+            // Ranks start with their own data; switches (in-network) with nothing.
+            let switches = self.in_network.as_ref().map_or(0, |x| x.2 + x.3);
+            self.buf = (0..self.n + switches)
+                .map(|p| {
+                    let own = if p < self.n { (1, hash(p)) } else { (0, 0) };
+                    vec![own; slots]
+                })
+                .collect();
             let roots: Vec<u32> = self.dag.roots().collect();
             for i in roots {
                 self.issue_node(i, out);
@@ -717,25 +770,41 @@ impl CollectiveRun {
         }
     }
 
-    /// Time the receiver of `xfer` spends reducing it into its own buffer.
+    /// Whether transfers come from a per-iteration graph (tree, hierarchical,
+    /// in-network) rather than the lazy ring.
+    fn is_graph(&self) -> bool {
+        self.two_level.is_some() || self.in_network.is_some()
+    }
+
+    /// Time the receiver of `xfer` spends reducing it into its own buffer: a GPU at
+    /// `reduce_rate`, or a switch's aggregation engine (its latency plus the bytes at
+    /// its rate).
     pub fn reduce_time(&self, xfer: u32) -> SimDuration {
-        let (reduce, bytes) = if self.two_level.is_some() {
+        let (reduce, bytes, at_switch) = if self.is_graph() {
             let d = &self.dag.nodes[xfer as usize];
-            (d.reduce, d.bytes)
+            (d.reduce, d.bytes, d.dst >= self.n)
         } else {
             let x = &self.xfers[xfer as usize];
-            (x.reduce, x.bytes)
+            (x.reduce, x.bytes, false)
         };
-        if reduce {
-            serialization_delay(bytes, self.cfg.reduce_rate)
-        } else {
-            SimDuration::ZERO
+        match (reduce, at_switch) {
+            (false, _) => SimDuration::ZERO,
+            (true, false) => serialization_delay(bytes, self.cfg.reduce_rate),
+            (true, true) => {
+                self.cfg.switch_reduce_latency
+                    + serialization_delay(bytes, self.cfg.switch_reduce_rate)
+            }
         }
+    }
+
+    /// Endpoints at or above this id are switches (`n + switch`).
+    pub fn ranks_len(&self) -> u32 {
+        self.n
     }
 
     /// Transfer `xfer` has landed (and been reduced): the receiver may go on.
     pub fn on_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
-        if self.two_level.is_some() {
+        if self.is_graph() {
             self.on_node_done(now, xfer, out);
             return;
         }
@@ -764,7 +833,7 @@ impl CollectiveRun {
     fn count_wrong(&self) -> u64 {
         let n = self.n;
         let all: u64 = (0..n).fold(0u64, |a, p| a.wrapping_add(hash(p)));
-        if self.two_level.is_some() {
+        if self.is_graph() {
             // Allreduce: every used slot of every rank holds every rank's data once.
             let slots = self.dag.slots_per_channel;
             let mut wrong = 0;
@@ -859,6 +928,8 @@ mod tests {
             intra_latency: defaults::INTRA_HOST_LATENCY,
             reduce_rate: defaults::REDUCE_RATE,
             pxn: true,
+            switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
+            switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
         }
     }
 
@@ -872,7 +943,7 @@ mod tests {
                 port: i,
             })
             .collect();
-        let mut run = CollectiveRun::new(c, 0, ranks, |p| p);
+        let mut run = CollectiveRun::new(c, 0, ranks, |p| p, 1, 0);
         let mut out = Vec::new();
         run.start(SimTime::ZERO, &mut out);
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
@@ -928,7 +999,7 @@ mod tests {
                 port: i,
             })
             .collect();
-        let mut run = CollectiveRun::new(&c, 0, ranks, |p| p);
+        let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0);
         let mut out = Vec::new();
         run.start(SimTime::ZERO, &mut out);
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
@@ -1148,6 +1219,8 @@ mod two_level_tests {
             intra_latency: defaults::INTRA_HOST_LATENCY,
             reduce_rate: defaults::REDUCE_RATE,
             pxn: true,
+            switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
+            switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
         };
         // Rank i on server servers[i]; ports are servers; leaves from the table.
         let ranks: Vec<RankLoc> = servers
@@ -1160,7 +1233,7 @@ mod two_level_tests {
             })
             .collect();
         let table = leaf_of_server.to_vec();
-        let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize]);
+        let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2);
         let mut out = Vec::new();
         run.start(SimTime::ZERO, &mut out);
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();

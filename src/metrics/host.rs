@@ -250,8 +250,12 @@ pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSu
             let (messages, mean, p99, rate) = latency_of(mine().map(|(_, m)| m));
             let mut used = vec![false; hosts];
             for (f, _) in mine() {
-                used[cfg.server_of(f.def.src) as usize] = true;
-                used[cfg.server_of(f.def.dst) as usize] = true;
+                // Switches (in-network aggregation endpoints) are not hosts.
+                for end in [f.def.src, f.def.dst] {
+                    if (end as usize) < h.nics.len() {
+                        used[cfg.server_of(end) as usize] = true;
+                    }
+                }
             }
             let pick = |v: &[f64]| {
                 r4(v.iter()

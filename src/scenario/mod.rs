@@ -920,11 +920,8 @@ fn check_collective_algorithm(
 ) -> Result<(), String> {
     use schema::CollectiveAlgorithm as A;
     match algorithm {
-        A::InNetwork => Err(
-            "`in_network` is not modelled yet: use `ring`, `tree` or `hierarchical`".into(),
-        ),
-        A::Tree | A::Hierarchical if op != schema::CollectiveOp::Allreduce => Err(
-            "`tree` and `hierarchical` run allreduce only (as NCCL's tree does); use `ring` for other operations".into(),
+        A::Tree | A::Hierarchical | A::InNetwork if op != schema::CollectiveOp::Allreduce => Err(
+            "`tree`, `hierarchical` and `in_network` run allreduce only (as NCCL's tree and SHARP do); use `ring` for other operations".into(),
         ),
         _ => Ok(()),
     }
@@ -1304,7 +1301,14 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         format!("expected 1 to 64, found {channels}"),
                     );
                 }
-                let chunk = s.chunk.map_or(cd::CHUNK, |c| c.0 .0);
+                let chunk = s.chunk.map_or(
+                    if algorithm == schema::CollectiveAlgorithm::InNetwork {
+                        cd::IN_NETWORK_CHUNK
+                    } else {
+                        cd::CHUNK
+                    },
+                    |c| c.0 .0,
+                );
                 if !(crate::collective::ELEMENT_BYTES..=1 << 30).contains(&chunk) {
                     return err(
                         cp("chunk"),
@@ -1334,6 +1338,18 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                     intra_latency,
                     reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
                     pxn: s.pxn.unwrap_or(true),
+                    switch_reduce_latency: {
+                        let l = s
+                            .switch_aggregation
+                            .and_then(|a| a.latency)
+                            .map_or(cd::SWITCH_REDUCE_LATENCY, |d| d.0);
+                        check_latency(&cp("switch_aggregation.latency"), l)?;
+                        l
+                    },
+                    switch_reduce_rate: s
+                        .switch_aggregation
+                        .and_then(|a| a.rate)
+                        .map_or(cd::SWITCH_REDUCE_RATE, |r| r.0),
                 }))
             }
             WorkloadSpec::PingPong(s) => {
@@ -1559,9 +1575,17 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         }
     };
     let posting: Vec<Option<PostingMode>> = workload_posting.iter().map(|(_, m)| *m).collect();
-    // Collectives: their ranks must fit the GPUs.
+    // Collectives: their ranks must fit the GPUs; switches aggregate only on a lossless
+    // fabric (SHARP runs on InfiniBand's credits: its streams to and from switches have
+    // no retransmission here).
     for (i, w) in workload.iter().enumerate() {
         if let Workload::Collective(c) = w {
+            if c.algorithm == schema::CollectiveAlgorithm::InNetwork && !flow_control.lossless() {
+                return err(
+                    format!("workload[{i}].collective.algorithm"),
+                    "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
+                );
+            }
             crate::collective::place_on(c, host.as_ref(), topology.hosts(), f.seed, i)
                 .map_err(|(p, m)| (format!("workload[{i}].collective.{p}"), m))?;
         }
@@ -1672,6 +1696,13 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         }
                         check_collective_algorithm(col.op, col.algorithm)
                             .map_err(|m| (format!("{at}.algorithm"), m))?;
+                        if col.algorithm == schema::CollectiveAlgorithm::InNetwork && !fc.lossless()
+                        {
+                            return err(
+                                format!("{at}.algorithm"),
+                                "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
+                            );
+                        }
                         crate::collective::place_on(
                             col,
                             set_host.as_ref(),

@@ -1232,6 +1232,10 @@ pub struct CollectiveSpec {
     /// intra-host fabric (NCCL's PXN, on by default since NCCL 2.12); default true.
     #[serde(default)]
     pub pxn: Option<bool>,
+    /// `in_network`: the switches' aggregation engine, `{ rate, latency }`; default
+    /// 400 Gb/s after 1 us.
+    #[serde(default)]
+    pub switch_aggregation: Option<IntraHostSpec>,
 }
 
 /// What a compare set may change in the scenario's collectives.

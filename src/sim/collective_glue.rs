@@ -3,9 +3,11 @@
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
 use super::{FlowState, Sim};
+use crate::analytic::ideal_fct_on_path;
 use crate::collective::Send;
-use crate::engine::Event;
-use crate::units::{serialization_delay, SimTime};
+use crate::engine::{Event, FlowId};
+use crate::topology::LinkParams;
+use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::FlowDef;
 
 impl Sim {
@@ -13,6 +15,11 @@ impl Sim {
     pub(super) fn dispatch_sends(&mut self, now: SimTime, run: u32, out: &mut Vec<Send>) {
         for s in out.drain(..) {
             let r = &self.colls[run as usize];
+            let n = r.ranks_len();
+            if s.src >= n || s.dst >= n {
+                self.switch_transfer(now, run, s);
+                continue;
+            }
             let (a, b) = (r.ranks[s.src as usize], r.ranks[s.dst as usize]);
             if a.server == b.server {
                 // NVLink-like: one transfer at a time per sending GPU.
@@ -50,6 +57,83 @@ impl Sim {
                 h.add_flow();
             }
             self.start_flow(now, id as u32);
+        }
+    }
+
+    /// In-network aggregation: a transfer to or from a switch (endpoint `n + switch`).
+    /// A rank sends to its leaf as a bare-packet flow from its NIC; a switch sends by
+    /// queueing the chunk on the egress port towards the receiver.
+    fn switch_transfer(&mut self, now: SimTime, run: u32, s: Send) {
+        let r = &self.colls[run as usize];
+        let n = r.ranks_len();
+        let hosts = self.topo.hosts();
+        let endpoint = |e: u32| -> u32 {
+            if e < n {
+                r.ranks[e as usize].port
+            } else {
+                hosts + (e - n)
+            }
+        };
+        let (src, dst) = (endpoint(s.src), endpoint(s.dst));
+        let workload = r.workload;
+        let topo = &self.topo;
+        let k = s.xfer % topo.links_per_spine.max(1);
+        // The one link the transfer crosses, and (from a switch) the port it leaves by.
+        let (link, port): (LinkParams, Option<u32>) = if s.src < n {
+            (topo.host_link, None)
+        } else {
+            let sw = s.src - n;
+            if s.dst < n {
+                (topo.host_link, Some(topo.leaf_down(dst)))
+            } else if topo.is_leaf(sw) {
+                let spine = s.dst - n - topo.leaves;
+                (
+                    topo.fabric_link,
+                    Some(topo.leaf_up(sw, spine * topo.links_per_spine + k)),
+                )
+            } else {
+                let leaf = s.dst - n;
+                (
+                    topo.fabric_link,
+                    Some(topo.spine_down(sw - topo.leaves, leaf, k)),
+                )
+            }
+        };
+        let ideal = if s.bytes == 0 {
+            SimDuration::ZERO
+        } else {
+            ideal_fct_on_path(
+                &[link],
+                self.switch_latency,
+                self.sc.switch.forwarding,
+                self.mtu,
+                self.overhead,
+                self.header,
+                s.bytes,
+                0,
+                0,
+                None,
+            )
+        };
+        let def = FlowDef {
+            src,
+            dst,
+            size: s.bytes,
+            start: now,
+            workload,
+            after: None,
+        };
+        let id = self.flows.len();
+        let mut f = FlowState::with_ideal(&self.sc, id, def, ideal);
+        f.raw = true;
+        f.coll = Some((run, s.xfer));
+        self.flows.push(f);
+        if let Some(h) = self.hostm.as_mut() {
+            h.add_flow();
+        }
+        match port {
+            None => self.start_flow(now, id as FlowId),
+            Some(p) => self.inject(now, p, id as FlowId),
         }
     }
 }

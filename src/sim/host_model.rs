@@ -638,8 +638,13 @@ impl Sim {
         self.hm().msgs[flow as usize].t[T_READY] = now.0;
         let src = self.flows[flow as usize].def.src;
         self.hm().nics[src as usize].stats.touch(now);
-        if self.rc.is_none() {
-            self.hosts[src as usize].activate(flow);
+        if self.rc.is_none() || self.flows[flow as usize].raw {
+            let job = if self.rc.is_none() {
+                flow
+            } else {
+                super::RAW_JOB | flow
+            };
+            self.hosts[src as usize].activate(job);
             self.kick(now, src);
             return;
         }
