@@ -72,9 +72,19 @@ pub enum TwoLevel {
     LeaderRing,
 }
 
+#[derive(Default)]
 struct Builder {
     nodes: Vec<DNode>,
     edges: Vec<(u32, u32)>,
+}
+
+/// The most chunks any channel has.
+fn chunks_max(elems: &[u64], chunk_elems: u64) -> u64 {
+    elems
+        .iter()
+        .map(|&e| e.div_ceil(chunk_elems).max(1))
+        .max()
+        .unwrap_or(1)
 }
 
 impl Builder {
@@ -103,15 +113,8 @@ pub fn build(
         TwoLevel::DoubleTree => 2,
         TwoLevel::LeaderRing => g_count as u64,
     };
-    let mut b = Builder {
-        nodes: Vec::new(),
-        edges: Vec::new(),
-    };
-    let max_chunks = elems
-        .iter()
-        .map(|&e| e.div_ceil(chunk_elems).max(1))
-        .max()
-        .unwrap_or(1);
+    let mut b = Builder::default();
+    let max_chunks = chunks_max(elems, chunk_elems);
     for (c, &e) in elems.iter().enumerate() {
         let c = c as u32;
         let chunks = e.div_ceil(chunk_elems).max(1);
@@ -326,15 +329,8 @@ pub fn build_in_network(
     chunk_elems: u64,
     elem_bytes: u64,
 ) -> Dag {
-    let mut b = Builder {
-        nodes: Vec::new(),
-        edges: Vec::new(),
-    };
-    let max_chunks = elems
-        .iter()
-        .map(|&e| e.div_ceil(chunk_elems).max(1))
-        .max()
-        .unwrap_or(1);
+    let mut b = Builder::default();
+    let max_chunks = chunks_max(elems, chunk_elems);
     // The leaves in use, in order.
     let mut used_leaves: Vec<u32> = host_leaf.to_vec();
     used_leaves.sort_unstable();

@@ -911,18 +911,27 @@ impl CollectiveRun {
 mod tests {
     use super::*;
 
-    fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
+    /// A collective with the defaults, for unit tests.
+    pub(super) fn collective(
+        op: CollectiveOp,
+        algorithm: CollectiveAlgorithm,
+        size: u64,
+        channels: u32,
+        chunk: u64,
+        iters: u32,
+        root: u32,
+    ) -> Collective {
         Collective {
             op,
-            algorithm: CollectiveAlgorithm::Ring,
+            algorithm,
             sizes: vec![size],
-            iters: 1,
+            iters,
             warmup_iters: 0,
             ranks: None,
             placement: PlacementSpec::Packed,
             channels,
             chunk,
-            root: 1,
+            root,
             start: SimDuration::ZERO,
             intra_rate: defaults::INTRA_HOST_RATE,
             intra_latency: defaults::INTRA_HOST_LATENCY,
@@ -931,6 +940,10 @@ mod tests {
             switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
             switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
         }
+    }
+
+    fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
+        collective(op, CollectiveAlgorithm::Ring, size, channels, chunk, 1, 1)
     }
 
     /// Delivers transfers one at a time in FIFO order (any order per connection that
@@ -1203,25 +1216,7 @@ mod two_level_tests {
         channels: u32,
         chunk: u64,
     ) -> (u64, u64) {
-        let c = Collective {
-            op: CollectiveOp::Allreduce,
-            algorithm: alg,
-            sizes: vec![size],
-            iters: 2,
-            warmup_iters: 0,
-            ranks: None,
-            placement: PlacementSpec::Packed,
-            channels,
-            chunk,
-            root: 0,
-            start: SimDuration::ZERO,
-            intra_rate: defaults::INTRA_HOST_RATE,
-            intra_latency: defaults::INTRA_HOST_LATENCY,
-            reduce_rate: defaults::REDUCE_RATE,
-            pxn: true,
-            switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
-            switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
-        };
+        let c = super::tests::collective(CollectiveOp::Allreduce, alg, size, channels, chunk, 2, 0);
         // Rank i on server servers[i]; ports are servers; leaves from the table.
         let ranks: Vec<RankLoc> = servers
             .iter()
