@@ -588,7 +588,8 @@ impl Sim {
                 Event::Sample => {
                     self.sample(now);
                     // Sampling never keeps a finished run alive, nor extends it.
-                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending);
+                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                        || self.colls.iter().any(|c| !c.is_done());
                     if work_left && !self.q.is_empty() {
                         let iv = self
                             .sc
@@ -1222,10 +1223,12 @@ impl Sim {
         let src = qp.src;
         self.after_completions(now);
         let qp = &mut self.qps[slot as usize];
+        // A collective's connections stay open (as NCCL's do) for its next transfers.
         if qp.req.outstanding_wrs() == 0
             && qp.read_left == 0
             && qp.backlog.is_empty()
             && qp.pipeline.is_empty()
+            && qp.conn == 0
         {
             // Done: keep its counters and retire the queue pair.
             self.rc_totals.add(&qp.req.stats);
@@ -1335,7 +1338,11 @@ impl Sim {
                 let ctrl = p.in_service_ctrl;
                 p.in_service = 0;
                 p.queued_bytes -= done;
-                self.switches[sw as usize].used -= done;
+                // Packets a switch made itself (in-network aggregation) never took
+                // shared buffer.
+                if ingress != NO_PORT {
+                    self.switches[sw as usize].used -= done;
+                }
                 if ingress != NO_PORT && !ctrl {
                     self.ingress_released(now, ingress, done);
                 }
@@ -1810,7 +1817,7 @@ impl Sim {
             // Addressed to a switch (in-network aggregation).
             let target = p.dst - hosts;
             if target == sw {
-                self.switch_consume(now, pkt, in_port);
+                self.switch_consume(now, tail, pkt, in_port);
                 return;
             }
             let k = p.flow_hash % topo.links_per_spine;
@@ -1905,18 +1912,21 @@ impl Sim {
 
     /// A packet addressed to this switch arrived: the switch's aggregation engine takes
     /// it (its credits go back at once, as at a host).
-    fn switch_consume(&mut self, now: SimTime, pkt: PktId, in_port: PortId) {
+    fn switch_consume(&mut self, now: SimTime, tail: SimTime, pkt: PktId, in_port: PortId) {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);
         if let FlowControl::IbCredit { update_delay, .. } = self.fc {
             self.return_credits(now, in_port, p.wire as u64, update_delay);
         }
+        // The switch has the packet once its tail is in (cut-through hands it over at
+        // the head).
+        let at = tail.max(now);
         let f = &mut self.flows[p.flow as usize];
         f.delivered += p.payload as u64;
         if f.delivered == f.def.size && f.finish.is_none() {
-            f.finish = Some(now);
+            f.finish = Some(at);
             f.outcome = Outcome::Completed;
-            self.message_done(now, p.flow);
+            self.message_done(at, p.flow);
         }
     }
 
@@ -1940,7 +1950,9 @@ impl Sim {
             let f = &mut self.flows[flow as usize];
             f.packets_sent += 1;
             f.segmented += payload;
-            self.switches[sw as usize].used += wire;
+            // The aggregation engine's output waits in its own memory, not in the
+            // shared packet buffer (so it never pushes forwarded packets out).
+            let _ = sw;
             let port_st = &mut self.ports[port as usize];
             port_st.enqueued(wire);
             port_st.queue.push_back(Queued {

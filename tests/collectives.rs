@@ -287,3 +287,42 @@ workload:
         }
     }
 }
+
+/// Collectives that the model cannot carry faithfully are refused before the run, with
+/// the field named: READ transport, in-network with faults, a compare set whose hosts no
+/// longer hold the ranks, and chunks too small to track.
+#[test]
+fn collectives_refuse_what_they_cannot_carry() {
+    let base = "topology: { leaves: 2, spines: 2, hosts_per_leaf: 2, host_link: { rate: 100Gbps, latency: 200ns } }
+flow_control: { mode: ib_credit }
+host: { gpus_per_host: 4 }
+workload:
+  - collective: { op: allreduce, size: 1MiB, ranks: 16 }";
+    let refuse = |yaml: &str, path: &str| {
+        let e = doorbell::scenario::parse_str(
+            yaml,
+            "x.yaml",
+            "x",
+            &doorbell::scenario::Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.path, path, "{}", e.message);
+    };
+    refuse(
+        &format!("{base}\ntransport: {{ rc: {{ operation: read }} }}"),
+        "workload[0].collective.op",
+    );
+    refuse(
+        &format!("{base}\nfaults: {{ ber: 1e-9 }}")
+            .replace("op: allreduce,", "op: allreduce, algorithm: in_network,"),
+        "workload[0].collective.algorithm",
+    );
+    refuse(
+        &format!("{base}\ncompare:\n  - {{ name: small, host: {{ gpus_per_host: 2 }} }}"),
+        "compare[0].collective.ranks",
+    );
+    refuse(
+        &base.replace("size: 1MiB", "size: 1MiB, chunk: 64B"),
+        "workload[0].collective.chunk",
+    );
+}

@@ -310,6 +310,10 @@ pub fn groups(kind: TwoLevel, ranks: &[RankLoc], leaf_of: &impl Fn(u32) -> u32) 
         .collect()
 }
 
+/// Chunks a host may have on their way to its leaf switch, per channel (assumption:
+/// a few aggregation buffers per stream).
+const UPLOAD_WINDOW: usize = 4;
+
 /// In-network (SHARP-like) allreduce, as NCCL's CollNet chain runs it: inside each host
 /// a chain adds the GPUs' chunks into the host's leader; the leader sends the host's
 /// chunk once to its leaf switch, which adds its hosts' chunks and sends one to a spine
@@ -335,9 +339,10 @@ pub fn build_in_network(
     let mut used_leaves: Vec<u32> = host_leaf.to_vec();
     used_leaves.sort_unstable();
     used_leaves.dedup();
-    // A host's leader sends its chunks to the leaf one after the other (a stream per
-    // channel), so that chunks pipeline through the switches.
-    let mut last_up: Vec<Option<u32>> = vec![None; hosts.len() * elems.len()];
+    // A host's leader streams its chunks to the leaf with at most `UPLOAD_WINDOW` of
+    // them unconsumed per channel, so that chunks pipeline through the switches.
+    let mut last_up: Vec<std::collections::VecDeque<u32>> =
+        vec![std::collections::VecDeque::new(); hosts.len() * elems.len()];
     for (c, &e) in elems.iter().enumerate() {
         let c = c as u32;
         let chunks = e.div_ceil(chunk_elems).max(1);
@@ -361,10 +366,12 @@ pub fn build_in_network(
                     deps = vec![d];
                 }
                 let k = h * elems.len() + c as usize;
-                deps.extend(last_up[k]);
+                if last_up[k].len() == UPLOAD_WINDOW {
+                    deps.extend(last_up[k].pop_front());
+                }
                 let leaf = host_leaf[h];
                 let up = b.node(node(members[0], n + leaf, true), &deps);
-                last_up[k] = Some(up);
+                last_up[k].push_back(up);
                 let li = used_leaves.binary_search(&leaf).expect("a used leaf");
                 up_of_leaf[li].push(up);
             }

@@ -82,6 +82,8 @@ pub struct Collective {
     pub reduce_rate: BitsPerSec,
     /// Cross-host transfers leave through the sending host's NIC on the receiver's rail.
     pub pxn: bool,
+    /// `chunk` was given (else it follows the algorithm's default).
+    pub chunk_given: bool,
     /// In-network: a switch adds a chunk into its aggregate after this latency, at this
     /// rate.
     pub switch_reduce_latency: SimDuration,
@@ -101,6 +103,15 @@ pub fn op_name(op: CollectiveOp) -> &'static str {
         CollectiveOp::Allgather => "allgather",
         CollectiveOp::Broadcast => "broadcast",
         CollectiveOp::Alltoall => "alltoall",
+    }
+}
+
+/// The default chunk for an algorithm.
+pub fn default_chunk(a: CollectiveAlgorithm) -> u64 {
+    if a == CollectiveAlgorithm::InNetwork {
+        defaults::IN_NETWORK_CHUNK
+    } else {
+        defaults::CHUNK
     }
 }
 
@@ -334,6 +345,10 @@ pub struct CollectiveRun {
     dag: Dag,
     /// What each graph transfer carried (the sender's piece when it was sent).
     snap: Vec<(u32, u64)>,
+    /// Per receiving endpoint: when its reduction engine is free; per (endpoint,
+    /// channel): when its last transfer was done.
+    reducer_free: Vec<SimTime>,
+    in_order: Vec<SimTime>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -415,6 +430,8 @@ impl CollectiveRun {
             in_network,
             dag: Dag::default(),
             snap: Vec::new(),
+            reducer_free: Vec::new(),
+            in_order: Vec::new(),
         }
     }
 
@@ -776,10 +793,8 @@ impl CollectiveRun {
         self.two_level.is_some() || self.in_network.is_some()
     }
 
-    /// Time the receiver of `xfer` spends reducing it into its own buffer: a GPU at
-    /// `reduce_rate`, or a switch's aggregation engine (its latency plus the bytes at
-    /// its rate).
-    pub fn reduce_time(&self, xfer: u32) -> SimDuration {
+    /// The receiver's reduction of `xfer`: (time its engine is busy, latency after).
+    fn reduce_parts(&self, xfer: u32) -> (SimDuration, SimDuration) {
         let (reduce, bytes, at_switch) = if self.is_graph() {
             let d = &self.dag.nodes[xfer as usize];
             (d.reduce, d.bytes, d.dst >= self.n)
@@ -788,13 +803,61 @@ impl CollectiveRun {
             (x.reduce, x.bytes, false)
         };
         match (reduce, at_switch) {
-            (false, _) => SimDuration::ZERO,
-            (true, false) => serialization_delay(bytes, self.cfg.reduce_rate),
-            (true, true) => {
-                self.cfg.switch_reduce_latency
-                    + serialization_delay(bytes, self.cfg.switch_reduce_rate)
-            }
+            (false, _) => (SimDuration::ZERO, SimDuration::ZERO),
+            (true, false) => (
+                serialization_delay(bytes, self.cfg.reduce_rate),
+                SimDuration::ZERO,
+            ),
+            (true, true) => (
+                serialization_delay(bytes, self.cfg.switch_reduce_rate),
+                self.cfg.switch_reduce_latency,
+            ),
         }
+    }
+
+    /// Time the receiver of `xfer` spends reducing it into its own buffer: a GPU at
+    /// `reduce_rate`, or a switch's aggregation engine (its latency plus the bytes at
+    /// its rate), when nothing else is queued for that engine.
+    pub fn reduce_time(&self, xfer: u32) -> SimDuration {
+        let (busy, latency) = self.reduce_parts(xfer);
+        busy + latency
+    }
+
+    /// Transfer `xfer` landed at its receiver at `arrival`: when it is done there. A GPU
+    /// reduces one piece at a time; a switch aggregates each incoming stream at port
+    /// rate in parallel; every receiver takes each channel's pieces in the order they
+    /// were sent, as NCCL's ring and CollNet streams do.
+    pub fn landed(&mut self, xfer: u32, arrival: SimTime) -> SimTime {
+        let (dst, channel) = if self.is_graph() {
+            let d = &self.dag.nodes[xfer as usize];
+            (d.dst, d.channel)
+        } else {
+            let x = &self.xfers[xfer as usize];
+            (x.dst, x.channel)
+        };
+        // The engine is busy for the bytes at its rate; a switch's aggregation latency
+        // is a pipeline delay, not occupancy.
+        let (busy, latency) = self.reduce_parts(xfer);
+        let e = dst as usize;
+        if self.reducer_free.len() <= e {
+            self.reducer_free.resize(e + 1, SimTime::ZERO);
+        }
+        let mut done = arrival;
+        if dst >= self.n {
+            // A switch aggregates each port's stream at that port's rate, in parallel.
+            done = arrival + busy + latency;
+        } else if busy > SimDuration::ZERO {
+            let free = arrival.max(self.reducer_free[e]) + busy;
+            self.reducer_free[e] = free;
+            done = free;
+        }
+        let k = e * self.cfg.channels as usize + channel as usize;
+        if self.in_order.len() <= k {
+            self.in_order.resize(k + 1, SimTime::ZERO);
+        }
+        done = done.max(self.in_order[k]);
+        self.in_order[k] = done;
+        done
     }
 
     /// Endpoints at or above this id are switches (`n + switch`).
@@ -937,6 +1000,7 @@ mod tests {
             intra_latency: defaults::INTRA_HOST_LATENCY,
             reduce_rate: defaults::REDUCE_RATE,
             pxn: true,
+            chunk_given: true,
             switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
             switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
         }
@@ -1093,7 +1157,13 @@ pub fn summarize(r: &CollectiveResult) -> CollectiveSummary {
             let algbw = row.size as f64 / (mean_ps / 1e12) / 1e9;
             Row {
                 size: row.size,
-                count: row.size / ELEMENT_BYTES,
+                // nccl-tests prints elements per rank for these.
+                count: match r.op {
+                    CollectiveOp::Allgather
+                    | CollectiveOp::ReduceScatter
+                    | CollectiveOp::Alltoall => row.size / ELEMENT_BYTES / r.ranks as u64,
+                    _ => row.size / ELEMENT_BYTES,
+                },
                 dtype: "float",
                 redop: match r.op {
                     CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => "sum",

@@ -913,6 +913,77 @@ fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
     })
 }
 
+/// What a collective must fit.
+struct CollectiveEnv<'a> {
+    host: Option<&'a HostConfig>,
+    hosts: u32,
+    seed: u64,
+    item: usize,
+    lossless: bool,
+    read: bool,
+    raw: bool,
+    faults: bool,
+}
+
+/// A collective against its scenario: ranks that fit, a transport that carries its
+/// data, and a size the run can hold. Errors are (field under the item, message).
+fn check_collective_env(
+    c: &crate::collective::Collective,
+    env: &CollectiveEnv,
+) -> Result<(), (String, String)> {
+    let e = |p: &str, m: &str| Err((p.to_string(), m.to_string()));
+    if env.read {
+        return e(
+            "op",
+            "collectives write into their peers' buffers: they need `transport.rc.operation` `write` or `send`, not `read`",
+        );
+    }
+    if env.raw && !env.lossless {
+        return e(
+            "op",
+            "a collective over bare packets needs a lossless fabric (a lost packet is never resent): use `transport.mode: rc` or a lossless `flow_control`",
+        );
+    }
+    if c.algorithm == schema::CollectiveAlgorithm::InNetwork {
+        if !env.lossless {
+            return e(
+                "algorithm",
+                "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
+            );
+        }
+        if env.faults {
+            return e(
+                "algorithm",
+                "`in_network` streams to and from switches are not retransmitted: remove `faults` (or use another algorithm)",
+            );
+        }
+    }
+    if !(1024..=1 << 30).contains(&c.chunk) {
+        return Err((
+            "chunk".into(),
+            format!("expected 1 KiB to 1 GiB, found {} B", c.chunk),
+        ));
+    }
+    let ranks = crate::collective::place_on(c, env.host, env.hosts, env.seed, env.item)?;
+    // Pieces the run tracks per iteration: each rank holds about size / chunk of them.
+    let biggest = c.sizes.iter().copied().max().unwrap_or(0);
+    let pieces = ranks.len() as f64
+        * (biggest as f64 / c.chunk as f64).ceil().max(1.0)
+        * ranks.len().min(64) as f64;
+    if pieces > 2e8 {
+        return Err((
+            "chunk".into(),
+            format!(
+                "{} ranks moving {} B in {} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
+                ranks.len(),
+                biggest,
+                c.chunk
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `algorithm` can run `op`.
 fn check_collective_algorithm(
     op: schema::CollectiveOp,
@@ -1301,14 +1372,26 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         format!("expected 1 to 64, found {channels}"),
                     );
                 }
-                let chunk = s.chunk.map_or(
-                    if algorithm == schema::CollectiveAlgorithm::InNetwork {
-                        cd::IN_NETWORK_CHUNK
-                    } else {
-                        cd::CHUNK
-                    },
-                    |c| c.0 .0,
-                );
+                let chunk = s
+                    .chunk
+                    .map_or(crate::collective::default_chunk(algorithm), |c| c.0 .0);
+                for (path, r) in [
+                    ("reduce_rate", s.reduce_rate),
+                    ("intra_host.rate", s.intra_host.and_then(|x| x.rate)),
+                    (
+                        "switch_aggregation.rate",
+                        s.switch_aggregation.and_then(|x| x.rate),
+                    ),
+                ] {
+                    if let Some(r) = r {
+                        if r.0 .0 < 1_000_000_000 {
+                            return err(
+                                cp(path),
+                                format!("expected at least 1 Gbps, found {}", r.0),
+                            );
+                        }
+                    }
+                }
                 if !(crate::collective::ELEMENT_BYTES..=1 << 30).contains(&chunk) {
                     return err(
                         cp("chunk"),
@@ -1338,6 +1421,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                     intra_latency,
                     reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
                     pxn: s.pxn.unwrap_or(true),
+                    chunk_given: s.chunk.is_some(),
                     switch_reduce_latency: {
                         let l = s
                             .switch_aggregation
@@ -1578,16 +1662,23 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     // Collectives: their ranks must fit the GPUs; switches aggregate only on a lossless
     // fabric (SHARP runs on InfiniBand's credits: its streams to and from switches have
     // no retransmission here).
+    let read = matches!(&transport, Transport::Rc(rc) if rc.operation == Op::Read);
     for (i, w) in workload.iter().enumerate() {
         if let Workload::Collective(c) = w {
-            if c.algorithm == schema::CollectiveAlgorithm::InNetwork && !flow_control.lossless() {
-                return err(
-                    format!("workload[{i}].collective.algorithm"),
-                    "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
-                );
-            }
-            crate::collective::place_on(c, host.as_ref(), topology.hosts(), f.seed, i)
-                .map_err(|(p, m)| (format!("workload[{i}].collective.{p}"), m))?;
+            check_collective_env(
+                c,
+                &CollectiveEnv {
+                    host: host.as_ref(),
+                    hosts: topology.hosts(),
+                    seed: f.seed,
+                    item: i,
+                    lossless: flow_control.lossless(),
+                    read,
+                    raw: f.transport.mode == TransportMode::Raw,
+                    faults: faults.any(),
+                },
+            )
+            .map_err(|(p, m)| (format!("workload[{i}].collective.{p}"), m))?;
         }
     }
     let mut compare: Vec<CompareSet> = Vec::new();
@@ -1670,11 +1761,14 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             None => None,
             Some(o) => {
                 let mut w = workload.clone();
-                for (j, item) in w.iter_mut().enumerate() {
+                for item in w.iter_mut() {
                     if let Workload::Collective(col) = item {
                         let at = format!("compare[{i}].collective");
                         if let Some(a) = o.algorithm {
                             col.algorithm = a;
+                            if !col.chunk_given && o.chunk.is_none() {
+                                col.chunk = crate::collective::default_chunk(a);
+                            }
                         }
                         if let Some(p) = &o.placement {
                             col.placement = p.clone();
@@ -1696,26 +1790,35 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
                         }
                         check_collective_algorithm(col.op, col.algorithm)
                             .map_err(|m| (format!("{at}.algorithm"), m))?;
-                        if col.algorithm == schema::CollectiveAlgorithm::InNetwork && !fc.lossless()
-                        {
-                            return err(
-                                format!("{at}.algorithm"),
-                                "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
-                            );
-                        }
-                        crate::collective::place_on(
-                            col,
-                            set_host.as_ref(),
-                            topology.hosts(),
-                            f.seed,
-                            j,
-                        )
-                        .map_err(|(p, m)| (format!("{at}.{p}"), m))?;
                     }
                 }
                 Some(w)
             }
         };
+        // Every set's collectives must suit the set's hosts, fabric and transport.
+        for (j, item) in set_workload
+            .as_ref()
+            .unwrap_or(&workload)
+            .iter()
+            .enumerate()
+        {
+            if let Workload::Collective(col) = item {
+                check_collective_env(
+                    col,
+                    &CollectiveEnv {
+                        host: set_host.as_ref(),
+                        hosts: set_topology.hosts(),
+                        seed: f.seed,
+                        item: j,
+                        lossless: fc.lossless(),
+                        read: rc.operation == Op::Read,
+                        raw: false,
+                        faults: faults.any(),
+                    },
+                )
+                .map_err(|(p, m)| (format!("compare[{i}].collective.{p}"), m))?;
+            }
+        }
         compare.push(CompareSet {
             workload: set_workload,
             host: set_host,

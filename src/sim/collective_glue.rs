@@ -24,14 +24,11 @@ impl Sim {
             if a.server == b.server {
                 // NVLink-like: one transfer at a time per sending GPU.
                 let (rate, latency) = (r.cfg.intra_rate, r.cfg.intra_latency);
-                let reduce = r.reduce_time(s.xfer);
                 let gpu = (a.server * self.gpus_per_server + a.gpu) as usize;
                 let end = now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
                 self.gpu_link_free[gpu] = end;
-                self.q.schedule(
-                    end + latency + reduce,
-                    Event::CollDone { run, xfer: s.xfer },
-                );
+                let done = self.colls[run as usize].landed(s.xfer, end + latency);
+                self.q.schedule(done, Event::CollDone { run, xfer: s.xfer });
                 continue;
             }
             // PXN: leave through this host's NIC on the receiver's rail (the relay to that
@@ -50,7 +47,8 @@ impl Sim {
             };
             let id = self.flows.len();
             let mut f = FlowState::new(&self.sc, &self.topo, &mut self.ideal_cache, id, def);
-            f.conn = 1 + s.channel;
+            // One connection per run and channel (at most 64 channels).
+            f.conn = 1 + run * 64 + s.channel;
             f.coll = Some((run, s.xfer));
             self.flows.push(f);
             if let Some(h) = self.hostm.as_mut() {
@@ -133,7 +131,13 @@ impl Sim {
         }
         match port {
             None => self.start_flow(now, id as FlowId),
-            Some(p) => self.inject(now, p, id as FlowId),
+            Some(p) => {
+                // A switch posts nothing: its message starts on the wire's queue now.
+                if let Some(h) = self.hostm.as_mut() {
+                    h.started_at(id as FlowId, now);
+                }
+                self.inject(now, p, id as FlowId)
+            }
         }
     }
 }

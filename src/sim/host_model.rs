@@ -298,6 +298,15 @@ impl HostModel {
         });
     }
 
+    /// A message with no posting side (sent by a switch) starts at `t`: every stage up
+    /// to `wire` takes no time.
+    pub fn started_at(&mut self, flow: FlowId, t: SimTime) {
+        let m = &mut self.msgs[flow as usize];
+        for x in &mut m.t[T_START..=T_READY] {
+            *x = t.0;
+        }
+    }
+
     /// When `nic` may DMA the next payload bytes.
     pub fn dma_next(&self, nic: u32) -> SimTime {
         self.nics[nic as usize].dma_next
@@ -874,8 +883,8 @@ impl Sim {
     /// `flow` is done (at `at`, now or later): flows waiting for it may start.
     pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
         if let Some((run, xfer)) = self.flows[flow as usize].coll {
-            let reduce = self.colls[run as usize].reduce_time(xfer);
-            self.q.schedule(at + reduce, Event::CollDone { run, xfer });
+            let done = self.colls[run as usize].landed(xfer, at);
+            self.q.schedule(done, Event::CollDone { run, xfer });
             return;
         }
         let mut next = self.dep_head[flow as usize];
