@@ -15,7 +15,8 @@
 //! - [`collective`]: NCCL-style collectives over GPU ranks;
 //! - [`sim`]: the wiring and event dispatch;
 //! - [`analytic`]: closed forms the simulator is tested against;
-//! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table.
+//! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table;
+//! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged.
 
 pub mod analytic;
 pub mod cc;
@@ -31,6 +32,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod topology;
 pub mod transport;
 pub mod units;

@@ -38,6 +38,37 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// Run a scenario's `sweep:` points (in parallel; a shard of them with --shard).
+    Sweep {
+        scenario: PathBuf,
+        /// Output folder; default `results/<stem>/sweep/` (or `sweep-shard-I-of-N/`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Threads; default: every core.
+        #[arg(short = 'j', long = "jobs")]
+        jobs: Option<usize>,
+        /// Run shard I of N (points i with i mod N == I); default from
+        /// SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT when set.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
+        /// Also write each point's full results under `points/`.
+        #[arg(long)]
+        keep_points: bool,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        set: Vec<String>,
+        /// No progress bar, no table.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Join sweep shards into one `sweep.csv`, as the unsharded sweep writes it.
+    Merge {
+        /// Shard folders (each with a `sweep.json`).
+        dirs: Vec<PathBuf>,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Check a scenario and print the resolved fabric.
     Validate {
         scenario: PathBuf,
@@ -84,6 +115,25 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Sweep {
+            scenario,
+            out,
+            jobs,
+            shard,
+            keep_points,
+            seed,
+            set,
+            quiet,
+        } => sweep_cmd(SweepArgs {
+            scenario,
+            out,
+            jobs,
+            shard,
+            keep_points,
+            overrides: Overrides { seed, set },
+            quiet,
+        }),
+        Cmd::Merge { dirs, out } => merge_cmd(&dirs, &out),
         Cmd::Run {
             scenario,
             out,
@@ -198,4 +248,194 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         );
     }
     Ok(())
+}
+
+struct SweepArgs {
+    scenario: PathBuf,
+    out: Option<PathBuf>,
+    jobs: Option<usize>,
+    shard: Option<String>,
+    keep_points: bool,
+    overrides: Overrides,
+    quiet: bool,
+}
+
+/// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
+/// the index counts from SLURM_ARRAY_TASK_MIN).
+fn shard_of(arg: Option<&str>) -> Result<Option<(u32, u32)>, String> {
+    let parse = |i: &str, n: &str, what: &str| -> Result<(u32, u32), String> {
+        let (i, n): (u32, u32) = (
+            i.trim()
+                .parse()
+                .map_err(|_| format!("{what}: `{i}` is not a shard index"))?,
+            n.trim()
+                .parse()
+                .map_err(|_| format!("{what}: `{n}` is not a shard count"))?,
+        );
+        if n == 0 || i >= n {
+            return Err(format!(
+                "{what}: expected I/N with 0 <= I < N, found {i}/{n}"
+            ));
+        }
+        Ok((i, n))
+    };
+    if let Some(a) = arg {
+        let (i, n) = a
+            .split_once('/')
+            .ok_or_else(|| format!("--shard: expected I/N, found `{a}`"))?;
+        return parse(i, n, "--shard").map(Some);
+    }
+    match (
+        std::env::var("SLURM_ARRAY_TASK_ID"),
+        std::env::var("SLURM_ARRAY_TASK_COUNT"),
+    ) {
+        (Ok(id), Ok(count)) => {
+            let min: u32 = std::env::var("SLURM_ARRAY_TASK_MIN")
+                .ok()
+                .and_then(|m| m.trim().parse().ok())
+                .unwrap_or(0);
+            let id: u32 = id
+                .trim()
+                .parse()
+                .map_err(|_| format!("SLURM_ARRAY_TASK_ID: `{id}` is not a number"))?;
+            parse(
+                &(id.saturating_sub(min)).to_string(),
+                &count,
+                "SLURM_ARRAY_TASK_ID/COUNT",
+            )
+            .map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+fn sweep_cmd(a: SweepArgs) -> ExitCode {
+    use doorbell::sweep;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let plan = match sweep::plan(&a.scenario, &a.overrides) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shard = match shard_of(a.shard.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let dir = a.out.unwrap_or_else(|| {
+        let base = default_out(&a.scenario);
+        match shard {
+            None => base.join("sweep"),
+            Some((i, n)) => base.join(format!("sweep-shard-{i}-of-{n}")),
+        }
+    });
+    let jobs = plan.jobs(shard);
+    let threads = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} points, {elapsed} elapsed, ETA {eta}, {msg}",
+            )
+            .expect("template"),
+        );
+        b
+    };
+    let started = std::time::Instant::now();
+    let events = AtomicU64::new(0);
+    let keep = a.keep_points.then(|| dir.join("points"));
+    let rows = sweep::run_jobs(&plan, &jobs, threads, &|res| {
+        let total = events.fetch_add(res.events, Ordering::Relaxed) + res.events;
+        bar.set_message(format!(
+            "{:.1} M events/s",
+            total as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6
+        ));
+        bar.inc(1);
+        if let Some(k) = &keep {
+            let d = k.join(format!("p{}-r{}", res.row.point, res.row.repeat));
+            let _ = write_files(
+                &d,
+                &res.scenario,
+                &res.out,
+                &res.summary,
+                &PerfReport::new(&res.out),
+            );
+        }
+    });
+    bar.finish_and_clear();
+    let file = sweep::SweepFile {
+        scenario: plan.stem.clone(),
+        hash: plan.hash.clone(),
+        points: plan.points.len() as u32,
+        repeats: plan.repeats,
+        paths: plan.paths.clone(),
+        shard: shard.map(|(i, n)| [i, n]),
+        rows,
+    };
+    if let Err(e) = sweep::write(&dir, &file) {
+        eprintln!("error: writing {}: {e}", dir.display());
+        return ExitCode::from(1);
+    }
+    if !a.quiet {
+        println!(
+            "doorbell: sweep of {} ({} points x {} repeats{}) on {threads} threads in {:.2} s",
+            plan.stem,
+            plan.points.len(),
+            plan.repeats,
+            shard.map_or(String::new(), |(i, n)| format!(
+                ", shard {i} of {n}: {} runs",
+                jobs.len()
+            )),
+            started.elapsed().as_secs_f64()
+        );
+        println!("results  {}/{{sweep.csv, sweep.json}}", dir.display());
+    }
+    ExitCode::SUCCESS
+}
+
+fn merge_cmd(dirs: &[PathBuf], out: &Path) -> ExitCode {
+    use doorbell::sweep;
+    let mut shards = Vec::new();
+    for d in dirs {
+        let path = d.join("sweep.json");
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<sweep::SweepFile>(&t).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(s) => shards.push(s),
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match sweep::merge(&shards) {
+        Ok(all) => match sweep::write(out, &all) {
+            Ok(()) => {
+                println!(
+                    "merged {} shards: {} rows -> {}/{{sweep.csv, sweep.json}}",
+                    shards.len(),
+                    all.rows.len(),
+                    out.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: writing {}: {e}", out.display());
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -20,6 +20,8 @@ pub enum Stream {
     Fault = 3,
     /// ECN marking at port `a`.
     Ecn = 4,
+    /// Sweep point `a`, repeat `b`: that run's scenario seed.
+    Sweep = 5,
 }
 
 /// The seed of stream (`tag`, `a`, `b`) under scenario seed `seed`.

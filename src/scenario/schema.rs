@@ -104,6 +104,9 @@ pub struct ScenarioFile {
     /// (hosts post instantly and are told of completions for free).
     #[serde(default)]
     pub host: Option<HostSpec>,
+    /// Points to run with `doorbell sweep` (checked by `sweep`; `run` ignores it).
+    #[serde(default)]
+    pub sweep: Option<serde_yaml::Value>,
 }
 
 /// `timeseries:`.

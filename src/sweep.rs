@@ -1,0 +1,539 @@
+//! Parameter sweeps: the same scenario at many points of its parameter space, run in
+//! parallel, deterministically, and optionally split into shards across machines.
+//!
+//! A scenario's `sweep:` section names the points:
+//! ```yaml
+//! sweep:
+//!   grid:                       # the cartesian product, first key slowest
+//!     topology.spines: [2, 4, 8]
+//!     workload.0.poisson.load: [0.1, 0.5]
+//!   points:                     # and/or an explicit list
+//!     - { topology.spines: 16, cc.algorithm: dcqcn }
+//!   repeats: 3                  # each point with 3 seeds
+//! ```
+//! Paths are those of `--set`. Point i, repeat r runs with the scenario seed
+//! `stream_seed(seed, Sweep, i, r)`, so a row does not depend on which thread, process
+//! or machine ran it: `-j 1` and `-j 8` write the same bytes, and the shards of a sweep
+//! merge into exactly the unsharded result.
+//!
+//! Each row of `sweep.csv` is a point and repeat: its swept values (columns `set.<path>`),
+//! then every scalar of that run's `summary.json`, flattened to dotted names (columns are
+//! the union over all rows, sorted, so that shards agree). `sweep.json` holds the same rows and, for a
+//! shard, which shard of how many, over which scenario (a hash of the scenario text and
+//! its overrides), so that `merge` can refuse shards that do not belong together.
+
+use crate::metrics::summarize;
+use crate::rng::{stream_seed, Stream};
+use crate::scenario::{apply_set, parse_str, Overrides, Scenario, ScenarioError};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// One point of a sweep: the assignments that make it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub index: u32,
+    /// (dotted path, YAML value in flow style).
+    pub set: Vec<(String, String)>,
+}
+
+/// A sweep ready to run.
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    pub file: String,
+    pub stem: String,
+    text: String,
+    overrides: Overrides,
+    pub points: Vec<Point>,
+    pub repeats: u32,
+    pub seed: u64,
+    /// The swept paths, in column order.
+    pub paths: Vec<String>,
+    /// Identifies the scenario and its overrides (hex FNV-1a).
+    pub hash: String,
+}
+
+/// One run's row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub point: u32,
+    pub repeat: u32,
+    pub seed: u64,
+    /// Swept path -> value (as written in the sweep).
+    pub values: BTreeMap<String, String>,
+    /// Flattened summary.json scalars.
+    pub metrics: BTreeMap<String, Json>,
+}
+
+/// `sweep.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepFile {
+    pub scenario: String,
+    pub hash: String,
+    pub points: u32,
+    pub repeats: u32,
+    pub paths: Vec<String>,
+    /// `[index, count]` for a shard's file; absent for a whole sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<[u32; 2]>,
+    pub rows: Vec<Row>,
+}
+
+fn err(file: &str, path: &str, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        file: file.to_string(),
+        line: None,
+        column: None,
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+/// FNV-1a, 64 bits, as 16 hex digits.
+fn fnv(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn flow_yaml(v: &serde_yaml::Value) -> String {
+    // serde_yaml writes block style with a trailing newline; a scalar is one line.
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Reads a scenario's `sweep:` section and checks every point (each must make a valid
+/// scenario: a bad path or value is reported like a `--set` error).
+pub fn plan(path: &Path, overrides: &Overrides) -> Result<SweepPlan, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(&file, "", format!("cannot read the scenario: {e}")))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "scenario".into());
+    plan_str(&text, &file, &stem, overrides)
+}
+
+/// [`plan`] on scenario text.
+pub fn plan_str(
+    text: &str,
+    file: &str,
+    stem: &str,
+    overrides: &Overrides,
+) -> Result<SweepPlan, ScenarioError> {
+    // The base scenario must be valid on its own.
+    let base = parse_str(text, file, stem, overrides)?;
+    let mut tree: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| err(file, "", e.to_string()))?;
+    for s in &overrides.set {
+        apply_set(&mut tree, s).map_err(|m| err("--set", s, m))?;
+    }
+    let sweep = tree
+        .get("sweep")
+        .cloned()
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| err(file, "sweep", "no `sweep:` section to run"))?;
+    let map = sweep.as_mapping().ok_or_else(|| {
+        err(
+            file,
+            "sweep",
+            "expected a map with `grid`, `points` and `repeats`",
+        )
+    })?;
+    let mut grid: Vec<(String, Vec<String>)> = Vec::new();
+    let mut listed: Vec<Vec<(String, String)>> = Vec::new();
+    let mut repeats = 1u32;
+    for (k, v) in map {
+        let key = k.as_str().unwrap_or("");
+        match key {
+            "grid" => {
+                let g = v
+                    .as_mapping()
+                    .ok_or_else(|| err(file, "sweep.grid", "expected a map of path: [values]"))?;
+                for (p, vals) in g {
+                    let p = p
+                        .as_str()
+                        .ok_or_else(|| err(file, "sweep.grid", "expected field paths as keys"))?;
+                    let vals = vals
+                        .as_sequence()
+                        .filter(|s| !s.is_empty())
+                        .ok_or_else(|| {
+                            err(
+                                file,
+                                &format!("sweep.grid.{p}"),
+                                "expected a non-empty list of values",
+                            )
+                        })?;
+                    grid.push((p.to_string(), vals.iter().map(flow_yaml).collect()));
+                }
+            }
+            "points" => {
+                let list = v
+                    .as_sequence()
+                    .ok_or_else(|| err(file, "sweep.points", "expected a list of maps"))?;
+                for (i, pt) in list.iter().enumerate() {
+                    let m = pt.as_mapping().ok_or_else(|| {
+                        err(
+                            file,
+                            &format!("sweep.points[{i}]"),
+                            "expected a map of path: value",
+                        )
+                    })?;
+                    let mut set = Vec::new();
+                    for (p, val) in m {
+                        let p = p.as_str().ok_or_else(|| {
+                            err(
+                                file,
+                                &format!("sweep.points[{i}]"),
+                                "expected field paths as keys",
+                            )
+                        })?;
+                        set.push((p.to_string(), flow_yaml(val)));
+                    }
+                    listed.push(set);
+                }
+            }
+            "repeats" => {
+                repeats = v
+                    .as_u64()
+                    .filter(|&r| (1..=1000).contains(&r))
+                    .ok_or_else(|| err(file, "sweep.repeats", "expected 1 to 1000"))?
+                    as u32;
+            }
+            other => {
+                return Err(err(
+                    file,
+                    &format!("sweep.{other}"),
+                    "unknown field, expected `grid`, `points` or `repeats`",
+                ))
+            }
+        }
+    }
+    // The grid's cartesian product, first key slowest, then the listed points.
+    let mut sets: Vec<Vec<(String, String)>> = Vec::new();
+    if !grid.is_empty() {
+        let total: usize = grid.iter().map(|(_, v)| v.len()).product();
+        if total > 100_000 {
+            return Err(err(
+                file,
+                "sweep.grid",
+                format!("{total} points; at most 100000"),
+            ));
+        }
+        for i in 0..total {
+            let mut rest = i;
+            let mut set = vec![(String::new(), String::new()); grid.len()];
+            for (g, (p, vals)) in grid.iter().enumerate().rev() {
+                set[g] = (p.clone(), vals[rest % vals.len()].clone());
+                rest /= vals.len();
+            }
+            sets.push(set);
+        }
+    }
+    sets.extend(listed);
+    if sets.is_empty() {
+        return Err(err(file, "sweep", "no points: give `grid` or `points`"));
+    }
+    let mut paths: Vec<String> = Vec::new();
+    for set in &sets {
+        for (p, _) in set {
+            if !paths.contains(p) {
+                paths.push(p.clone());
+            }
+        }
+    }
+    let points: Vec<Point> = sets
+        .into_iter()
+        .enumerate()
+        .map(|(i, set)| Point {
+            index: i as u32,
+            set,
+        })
+        .collect();
+    let plan = SweepPlan {
+        file: file.to_string(),
+        stem: stem.to_string(),
+        hash: fnv(format!("{text}\u{0}{}", overrides.set.join("\u{0}")).as_bytes()),
+        text: text.to_string(),
+        overrides: overrides.clone(),
+        points,
+        repeats,
+        seed: overrides.seed.unwrap_or(base.seed),
+        paths,
+    };
+    // Every point must make a valid scenario (errors name the path and the point).
+    for p in &plan.points {
+        plan.scenario(p, 0).map_err(|mut e| {
+            let set: Vec<String> = p.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            e.message = format!(
+                "{} (sweep point {}: {})",
+                e.message,
+                p.index,
+                set.join(", ")
+            );
+            e
+        })?;
+    }
+    Ok(plan)
+}
+
+impl SweepPlan {
+    /// The scenario of point `p`, repeat `r`.
+    pub fn scenario(&self, p: &Point, r: u32) -> Result<Scenario, ScenarioError> {
+        let mut set = self.overrides.set.clone();
+        set.extend(p.set.iter().map(|(k, v)| format!("{k}={v}")));
+        parse_str(
+            &self.text,
+            &self.file,
+            &self.stem,
+            &Overrides {
+                seed: Some(stream_seed(
+                    self.seed,
+                    Stream::Sweep,
+                    p.index as u64,
+                    r as u64,
+                )),
+                set,
+            },
+        )
+    }
+
+    /// The (point, repeat) pairs of shard `index` of `count` (points `i` with
+    /// `i mod count == index`, all their repeats).
+    pub fn jobs(&self, shard: Option<(u32, u32)>) -> Vec<(u32, u32)> {
+        let (i, n) = shard.unwrap_or((0, 1));
+        self.points
+            .iter()
+            .filter(|p| p.index % n == i)
+            .flat_map(|p| (0..self.repeats).map(move |r| (p.index, r)))
+            .collect()
+    }
+}
+
+/// Flattens a JSON value's scalars into dotted names (arrays are left out).
+fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
+    match v {
+        Json::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, x, out);
+            }
+        }
+        // Arrays, and absent sections (null), make no column.
+        Json::Array(_) | Json::Null => {}
+        scalar => {
+            out.insert(prefix.to_string(), scalar.clone());
+        }
+    }
+}
+
+/// What one run produced, and the events it took (for the progress bar).
+pub struct RunResult {
+    pub row: Row,
+    pub events: u64,
+    pub scenario: Scenario,
+    pub out: crate::sim::RunOutput,
+    pub summary: crate::metrics::Summary,
+}
+
+/// Runs point `point`, repeat `repeat`.
+pub fn run_one(plan: &SweepPlan, point: u32, repeat: u32) -> RunResult {
+    let p = &plan.points[point as usize];
+    let mut sc = plan
+        .scenario(p, repeat)
+        .expect("every point was checked when the sweep was planned");
+    // A sweep point is one run: compare sets are not expanded.
+    sc.compare.clear();
+    let out = crate::sim::run(&sc);
+    let summary = summarize(&sc, &out);
+    let json = serde_json::to_value(&summary).unwrap_or(Json::Null);
+    let mut metrics = BTreeMap::new();
+    flatten("", &json, &mut metrics);
+    RunResult {
+        row: Row {
+            point,
+            repeat,
+            seed: sc.seed,
+            values: p.set.iter().cloned().collect(),
+            metrics,
+        },
+        events: out.events,
+        scenario: sc,
+        out,
+        summary,
+    }
+}
+
+/// Runs `jobs` on `threads` threads; `each` sees every finished run (in completion
+/// order) for progress and per-point files. Rows come back sorted by point and repeat.
+pub fn run_jobs(
+    plan: &SweepPlan,
+    jobs: &[(u32, u32)],
+    threads: usize,
+    each: &(dyn Fn(&RunResult) + Sync),
+) -> Vec<Row> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .expect("a thread pool");
+    let mut rows: Vec<Row> = pool.install(|| {
+        // One run per work item, so that an idle thread can take any waiting run.
+        jobs.par_iter()
+            .with_max_len(1)
+            .map(|&(p, r)| {
+                let res = run_one(plan, p, r);
+                each(&res);
+                res.row
+            })
+            .collect()
+    });
+    rows.sort_by_key(|r| (r.point, r.repeat));
+    rows
+}
+
+/// `sweep.csv`: `point, repeat, seed`, the swept paths, then every metric (the union
+/// over rows, sorted); a missing value is empty.
+pub fn csv(paths: &[String], rows: &[Row]) -> String {
+    let keys: BTreeSet<&String> = rows.iter().flat_map(|r| r.metrics.keys()).collect();
+    let quote = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let mut o = String::from("point,repeat,seed");
+    for p in paths {
+        o.push_str(",set.");
+        o.push_str(&quote(p));
+    }
+    for k in &keys {
+        o.push(',');
+        o.push_str(&quote(k));
+    }
+    o.push('\n');
+    for r in rows {
+        o.push_str(&format!("{},{},{}", r.point, r.repeat, r.seed));
+        for p in paths {
+            o.push(',');
+            o.push_str(&quote(r.values.get(p).map_or("", |v| v.as_str())));
+        }
+        for k in &keys {
+            o.push(',');
+            let v = match r.metrics.get(*k) {
+                None | Some(Json::Null) => String::new(),
+                Some(Json::String(s)) => quote(s),
+                Some(x) => x.to_string(),
+            };
+            o.push_str(&v);
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// Writes `sweep.csv` and `sweep.json` into `dir`.
+pub fn write(dir: &Path, file: &SweepFile) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("sweep.csv"), csv(&file.paths, &file.rows))?;
+    let mut j = serde_json::to_string_pretty(file).map_err(std::io::Error::other)?;
+    j.push('\n');
+    std::fs::write(dir.join("sweep.json"), j)
+}
+
+/// Joins shards' `sweep.json` files into the whole sweep. Refuses shards of different
+/// scenarios or shard counts, a point given twice, and points no shard has.
+pub fn merge(shards: &[SweepFile]) -> Result<SweepFile, String> {
+    let first = shards.first().ok_or("no shards to merge")?;
+    let mut seen: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+    let mut rows = Vec::new();
+    let mut shard_ids = BTreeSet::new();
+    for (k, s) in shards.iter().enumerate() {
+        if s.hash != first.hash || s.points != first.points || s.repeats != first.repeats {
+            return Err(format!(
+                "shard {} is from another scenario or sweep (hash {} vs {}); merge only shards of one sweep",
+                k + 1,
+                s.hash,
+                first.hash
+            ));
+        }
+        let [i, n] = s.shard.unwrap_or([0, 1]);
+        let [_, n0] = first.shard.unwrap_or([0, 1]);
+        if n != n0 {
+            return Err(format!(
+                "shard {} was cut {n} ways, the first {n0} ways",
+                k + 1
+            ));
+        }
+        if !shard_ids.insert(i) {
+            return Err(format!("shard {i} of {n} is given twice"));
+        }
+        for r in &s.rows {
+            if let Some(prev) = seen.insert((r.point, r.repeat), k) {
+                return Err(format!(
+                    "point {} repeat {} is in two shards ({} and {})",
+                    r.point,
+                    r.repeat,
+                    prev + 1,
+                    k + 1
+                ));
+            }
+            rows.push(r.clone());
+        }
+    }
+    let missing: Vec<u32> = (0..first.points)
+        .filter(|&p| (0..first.repeats).any(|r| !seen.contains_key(&(p, r))))
+        .collect();
+    if !missing.is_empty() {
+        let n = first.shard.map_or(1, |s| s[1]);
+        let shards_missing: BTreeSet<u32> = missing.iter().map(|p| p % n).collect();
+        return Err(format!(
+            "incomplete: points {} have not run (shards {} of {n}); run those shards and merge again",
+            list(&missing),
+            shards_missing
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    rows.sort_by_key(|r| (r.point, r.repeat));
+    Ok(SweepFile {
+        shard: None,
+        rows,
+        ..first.clone()
+    })
+}
+
+fn list(v: &[u32]) -> String {
+    if v.len() <= 12 {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            v[..12]
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            v.len() - 12
+        )
+    }
+}
