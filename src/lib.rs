@@ -28,6 +28,7 @@ pub mod host;
 pub mod metrics;
 pub mod nic;
 pub mod packet;
+pub mod plot;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -37,7 +37,12 @@ enum Cmd {
         /// Print nothing but errors.
         #[arg(long)]
         quiet: bool,
+        /// Do not draw the plots.
+        #[arg(long)]
+        no_plot: bool,
     },
+    /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
+    Plot { dir: PathBuf },
     /// Run a scenario's `sweep:` points (in parallel; a shard of them with --shard).
     Sweep {
         scenario: PathBuf,
@@ -61,6 +66,9 @@ enum Cmd {
         /// No progress bar, no table.
         #[arg(long)]
         quiet: bool,
+        /// Do not draw the plots.
+        #[arg(long)]
+        no_plot: bool,
     },
     /// Join sweep shards into one `sweep.csv`, as the unsharded sweep writes it.
     Merge {
@@ -124,6 +132,7 @@ fn main() -> ExitCode {
             seed,
             set,
             quiet,
+            no_plot,
         } => sweep_cmd(SweepArgs {
             scenario,
             out,
@@ -132,7 +141,22 @@ fn main() -> ExitCode {
             keep_points,
             overrides: Overrides { seed, set },
             quiet,
+            plot: !no_plot,
         }),
+        Cmd::Plot { dir } => match doorbell::plot::plot_dir(&dir) {
+            Ok(files) if files.is_empty() => {
+                eprintln!("error: {}: nothing to plot (no sweep.csv, collective.csv, flows.csv, timeseries.csv or window.csv)", dir.display());
+                ExitCode::from(2)
+            }
+            Ok(files) => {
+                println!("plots    {} files in {}", files.len(), dir.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: plotting {}: {e}", dir.display());
+                ExitCode::from(1)
+            }
+        },
         Cmd::Merge { dirs, out } => merge_cmd(&dirs, &out),
         Cmd::Run {
             scenario,
@@ -140,6 +164,7 @@ fn main() -> ExitCode {
             seed,
             set,
             quiet,
+            no_plot,
         } => {
             let sc = match scenario::load(&scenario, &Overrides { seed, set }) {
                 Ok(sc) => sc,
@@ -149,7 +174,15 @@ fn main() -> ExitCode {
                 }
             };
             let dir = out.unwrap_or_else(|| default_out(&scenario));
-            match run(&sc, &dir, quiet) {
+            let drawn = run(&sc, &dir, quiet).and_then(|()| {
+                if no_plot {
+                    return Ok(());
+                }
+                doorbell::plot::plot_dir(&dir)
+                    .map(|_| ())
+                    .map_err(|e| anyhow::anyhow!("plotting {}: {e}", dir.display()))
+            });
+            match drawn {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -258,6 +291,7 @@ struct SweepArgs {
     keep_points: bool,
     overrides: Overrides,
     quiet: bool,
+    plot: bool,
 }
 
 /// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
@@ -383,6 +417,12 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
     if let Err(e) = sweep::write(&dir, &file) {
         eprintln!("error: writing {}: {e}", dir.display());
         return ExitCode::from(1);
+    }
+    if a.plot && shard.is_none() {
+        if let Err(e) = doorbell::plot::plot_dir(&dir) {
+            eprintln!("error: plotting {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
     }
     if !a.quiet {
         println!(

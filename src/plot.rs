@@ -1,0 +1,413 @@
+//! Curves drawn from a run's or a sweep's result files (plotters), as PNG and SVG.
+//!
+//! What is drawn depends on what the folder holds:
+//! - `sweep.csv`: P99 and P99.9 FCT, aggregate goodput and (with collectives) busbw
+//!   against the first swept field, one series per combination of the other swept
+//!   fields, each point the mean over repeats with a band from the lowest to the highest;
+//! - `collective.csv`: bus bandwidth against size (log x), one series per item and set;
+//! - `flows.csv`: the FCT CDF (log x);
+//! - `timeseries.csv`: queue depth per port and DCQCN rate per flow over time;
+//! - `window.csv`: throughput against window, with the analytic bound.
+//!
+//! Text uses DejaVu Sans, bundled in `assets/fonts` (its licence beside it), so a machine
+//! with no fonts configured draws readable labels. Images are 1000 x 640 pixels.
+
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+/// Width and height of every image, pixels.
+pub const SIZE: (u32, u32) = (1000, 640);
+
+static FONT: Once = Once::new();
+
+fn register_font() {
+    FONT.call_once(|| {
+        let bytes: &'static [u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+        // Registering a valid bundled font cannot fail; if it did, text would be missing,
+        // not the plot.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, bytes);
+    });
+}
+
+/// One line on a chart: points, and optionally a (low, high) band per point.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    pub band: Vec<(f64, f64, f64)>,
+    pub dashed: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub series: Vec<Series>,
+}
+
+type DrawResult = Result<(), String>;
+
+fn draw_on<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    c: &Chart,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let pts = c
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .chain(s.band.iter().flat_map(|b| [(b.0, b.1), (b.0, b.2)]))
+        })
+        .filter(|p| p.0.is_finite() && p.1.is_finite() && (!c.log_x || p.0 > 0.0));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, f64::MIN);
+    for (x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1, y1) = (0.0, 1.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    y1 *= 1.05;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(&c.title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(52)
+        .y_label_area_size(80);
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    macro_rules! body {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(c.x_label.as_str())
+                .y_desc(c.y_label.as_str())
+                .label_style(("sans-serif", 15))
+                .axis_desc_style(("sans-serif", 17))
+                .draw()
+                .map_err(|x| e(&x))?;
+            for (i, s) in c.series.iter().enumerate() {
+                let col = colors[i % colors.len()];
+                if !s.band.is_empty() {
+                    let mut poly: Vec<(f64, f64)> = s.band.iter().map(|b| (b.0, b.2)).collect();
+                    poly.extend(s.band.iter().rev().map(|b| (b.0, b.1)));
+                    chart
+                        .draw_series(std::iter::once(Polygon::new(poly, col.mix(0.18).filled())))
+                        .map_err(|x| e(&x))?;
+                }
+                let style = col.stroke_width(if s.dashed { 1 } else { 2 });
+                chart
+                    .draw_series(LineSeries::new(s.points.iter().copied(), style))
+                    .map_err(|x| e(&x))?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2))
+                    });
+                chart
+                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, col.filled())))
+                    .map_err(|x| e(&x))?;
+            }
+            chart
+                .configure_series_labels()
+                .label_font(("sans-serif", 15))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|x| e(&x))?;
+        }};
+    }
+    if c.log_x {
+        body!(builder
+            .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+            .map_err(|x| e(&x))?);
+    } else {
+        body!(builder
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(|x| e(&x))?);
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Writes `<stem>.png` and `<stem>.svg`.
+pub fn draw(c: &Chart, stem: &Path) -> Result<Vec<PathBuf>, String> {
+    register_font();
+    let png = stem.with_extension("png");
+    let svg = stem.with_extension("svg");
+    draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), c)?;
+    draw_on(SVGBackend::new(&svg, SIZE).into_drawing_area(), c)?;
+    Ok(vec![png, svg])
+}
+
+/// A CSV file as a header and rows of fields (plain commas; our files quote nothing
+/// that these plots read).
+fn read_csv(path: &Path) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next()?.split(',').map(String::from).collect();
+    let rows = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    Some((header, rows))
+}
+
+fn col(header: &[String], name: &str) -> Option<usize> {
+    header.iter().position(|h| h == name)
+}
+
+fn num(s: &str) -> Option<f64> {
+    // Swept values may carry units ("4MiB", "300ns"): read their leading number.
+    let t: String = s
+        .trim()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | '+'))
+        .collect();
+    t.parse().ok()
+}
+
+/// Draws every chart the folder's files allow; returns the files written.
+pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    if let Some((h, rows)) = read_csv(&dir.join("sweep.csv")) {
+        let swept: Vec<usize> = (0..h.len()).filter(|&i| h[i].starts_with("set.")).collect();
+        if let Some(&xcol) = swept.first() {
+            for (metric, label, file) in [
+                ("fct_us.p99", "P99 FCT (us)", "sweep-fct-p99"),
+                ("fct_us.p999", "P99.9 FCT (us)", "sweep-fct-p999"),
+                (
+                    "goodput_gbps.aggregate",
+                    "aggregate goodput (Gb/s)",
+                    "sweep-goodput",
+                ),
+            ] {
+                let Some(m) = col(&h, metric) else { continue };
+                // Series: the other swept values; points: x -> values over repeats.
+                let mut groups: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+                for r in &rows {
+                    let key: Vec<String> = swept[1..]
+                        .iter()
+                        .filter_map(|&i| {
+                            let v = r.get(i).filter(|v| !v.is_empty())?;
+                            Some(format!("{}={v}", &h[i][4..]))
+                        })
+                        .collect();
+                    if let (Some(x), Some(y)) = (r.get(xcol), r.get(m).and_then(|v| num(v))) {
+                        groups
+                            .entry(key.join(", "))
+                            .or_default()
+                            .entry(x.clone())
+                            .or_default()
+                            .push(y);
+                    }
+                }
+                let series = groups
+                    .into_iter()
+                    .map(|(name, pts)| {
+                        let mut v: Vec<(f64, f64, f64, f64)> = pts
+                            .into_iter()
+                            .filter_map(|(x, ys)| {
+                                let x = num(&x)?;
+                                let mean = ys.iter().sum::<f64>() / ys.len() as f64;
+                                let lo = ys.iter().copied().fold(f64::MAX, f64::min);
+                                let hi = ys.iter().copied().fold(f64::MIN, f64::max);
+                                Some((x, mean, lo, hi))
+                            })
+                            .collect();
+                        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        Series {
+                            name: if name.is_empty() {
+                                metric.to_string()
+                            } else {
+                                name
+                            },
+                            points: v.iter().map(|p| (p.0, p.1)).collect(),
+                            band: v.iter().map(|p| (p.0, p.2, p.3)).collect(),
+                            dashed: false,
+                        }
+                    })
+                    .collect();
+                let chart = Chart {
+                    title: format!("{label} vs {}", &h[xcol][4..]),
+                    x_label: h[xcol][4..].to_string(),
+                    y_label: label.to_string(),
+                    log_x: false,
+                    series,
+                };
+                out.extend(draw(&chart, &dir.join(file))?);
+            }
+        }
+    }
+    if let Some((h, rows)) = read_csv(&dir.join("collective.csv")) {
+        if let (Some(size), Some(busbw)) = (col(&h, "size"), col(&h, "busbw_gbs")) {
+            let key_cols: Vec<usize> = ["set", "workload", "op", "algorithm"]
+                .iter()
+                .filter_map(|k| col(&h, k))
+                .collect();
+            let mut groups: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for r in &rows {
+                let key: Vec<&str> = key_cols
+                    .iter()
+                    .filter_map(|&i| r.get(i).map(|s| s.as_str()))
+                    .collect();
+                if let (Some(x), Some(y)) = (
+                    r.get(size).and_then(|v| num(v)),
+                    r.get(busbw).and_then(|v| num(v)),
+                ) {
+                    groups.entry(key.join(" ")).or_default().push((x, y));
+                }
+            }
+            let chart = Chart {
+                title: "bus bandwidth vs message size".into(),
+                x_label: "size (bytes, log)".into(),
+                y_label: "busbw (GB/s)".into(),
+                log_x: true,
+                series: groups
+                    .into_iter()
+                    .map(|(name, points)| Series {
+                        name,
+                        points,
+                        ..Series::default()
+                    })
+                    .collect(),
+            };
+            out.extend(draw(&chart, &dir.join("busbw"))?);
+        }
+    }
+    if let Some((h, rows)) = read_csv(&dir.join("flows.csv")) {
+        if let Some(fct) = col(&h, "fct_us") {
+            let mut v: Vec<f64> = rows
+                .iter()
+                .filter_map(|r| r.get(fct).and_then(|x| num(x)))
+                .filter(|x| *x > 0.0)
+                .collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            if !v.is_empty() {
+                let n = v.len() as f64;
+                let chart = Chart {
+                    title: "flow completion time CDF".into(),
+                    x_label: "FCT (us, log)".into(),
+                    y_label: "fraction of flows".into(),
+                    log_x: true,
+                    series: vec![Series {
+                        name: format!("{} flows", v.len()),
+                        points: v
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &x)| (x, (i + 1) as f64 / n))
+                            .collect(),
+                        ..Series::default()
+                    }],
+                };
+                out.extend(draw(&chart, &dir.join("fct-cdf"))?);
+            }
+        }
+    }
+    if let Some((h, rows)) = read_csv(&dir.join("timeseries.csv")) {
+        if let (Some(t), Some(o), Some(m), Some(v)) = (
+            col(&h, "time_us"),
+            col(&h, "object"),
+            col(&h, "metric"),
+            col(&h, "value"),
+        ) {
+            for (metric, label, file) in [
+                ("queue_bytes", "queue (bytes)", "timeseries-queue"),
+                ("rate_gbps", "allowed rate (Gb/s)", "timeseries-rate"),
+            ] {
+                let mut groups: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+                for r in rows
+                    .iter()
+                    .filter(|r| r.get(m).is_some_and(|x| x == metric))
+                {
+                    if let (Some(x), Some(y)) =
+                        (r.get(t).and_then(|s| num(s)), r.get(v).and_then(|s| num(s)))
+                    {
+                        groups.entry(r[o].clone()).or_default().push((x, y));
+                    }
+                }
+                if groups.is_empty() {
+                    continue;
+                }
+                let chart = Chart {
+                    title: format!("{label} over time"),
+                    x_label: "time (us)".into(),
+                    y_label: label.into(),
+                    log_x: false,
+                    series: groups
+                        .into_iter()
+                        .map(|(name, points)| Series {
+                            name,
+                            points,
+                            ..Series::default()
+                        })
+                        .collect(),
+                };
+                out.extend(draw(&chart, &dir.join(file))?);
+            }
+        }
+    }
+    if let Some((h, rows)) = read_csv(&dir.join("window.csv")) {
+        if let (Some(w), Some(meas), Some(an)) = (
+            col(&h, "window_packets"),
+            col(&h, "measured_gbps"),
+            col(&h, "analytic_gbps"),
+        ) {
+            let mut pts: Vec<(f64, f64, f64)> = rows
+                .iter()
+                .filter_map(|r| Some((num(r.get(w)?)?, num(r.get(meas)?)?, num(r.get(an)?)?)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !pts.is_empty() {
+                let chart = Chart {
+                    title: "throughput vs window".into(),
+                    x_label: "window (packets)".into(),
+                    y_label: "throughput (Gb/s)".into(),
+                    log_x: false,
+                    series: vec![
+                        Series {
+                            name: "simulated".into(),
+                            points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                            ..Series::default()
+                        },
+                        Series {
+                            name: "min(line, W x MTU / RTT)".into(),
+                            points: pts.iter().map(|p| (p.0, p.2)).collect(),
+                            dashed: true,
+                            ..Series::default()
+                        },
+                    ],
+                };
+                out.extend(draw(&chart, &dir.join("window"))?);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,100 @@
+//! Plots: each standard chart is written as PNG and SVG, non-empty, at 1000 x 640.
+
+use doorbell::scenario::Overrides;
+use doorbell::sweep::{plan_str, run_jobs, write, SweepFile};
+
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    let be = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    (be(16), be(20))
+}
+
+#[test]
+fn sweep_run_and_collective_plots_are_drawn_at_the_expected_size() {
+    let dir = std::env::temp_dir().join(format!("doorbell-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // A sweep with repeats (bands).
+    let p = plan_str(
+        "topology: { leaves: 2, spines: 2, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+flow_control: { mode: ib_credit }
+workload:
+  - poisson: { load: 0.3, sizes: websearch, until: 1ms }
+sweep:
+  grid:
+    workload.0.poisson.load: [0.2, 0.4]
+  repeats: 2
+",
+        "p.yaml",
+        "p",
+        &Overrides::default(),
+    )
+    .unwrap();
+    let rows = run_jobs(&p, &p.jobs(None), 2, &|_| {});
+    let sweep_dir = dir.join("sweep");
+    write(
+        &sweep_dir,
+        &SweepFile {
+            scenario: p.stem.clone(),
+            hash: p.hash.clone(),
+            points: p.points.len() as u32,
+            repeats: p.repeats,
+            paths: p.paths.clone(),
+            shard: None,
+            rows,
+        },
+    )
+    .unwrap();
+    let mut files = doorbell::plot::plot_dir(&sweep_dir).unwrap();
+    // A run with a collective (busbw vs size) and flows (FCT CDF).
+    let sc = doorbell::scenario::parse_str(
+        "topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - collective: { op: allreduce, minbytes: 4KiB, maxbytes: 1MiB, stepfactor: 16, iters: 1, warmup_iters: 0 }",
+        "c.yaml",
+        "c",
+        &Overrides::default(),
+    )
+    .unwrap();
+    let out = doorbell::sim::run(&sc);
+    let summary = doorbell::metrics::summarize(&sc, &out);
+    let run_dir = dir.join("run");
+    doorbell::report::write_files(
+        &run_dir,
+        &sc,
+        &out,
+        &summary,
+        &doorbell::metrics::PerfReport::new(&out),
+    )
+    .unwrap();
+    files.extend(doorbell::plot::plot_dir(&run_dir).unwrap());
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    for want in [
+        "sweep-fct-p99.png",
+        "sweep-fct-p999.svg",
+        "sweep-goodput.png",
+        "busbw.png",
+        "busbw.svg",
+        "fct-cdf.png",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        assert!(
+            bytes.len() > 1000,
+            "{} is {} bytes",
+            f.display(),
+            bytes.len()
+        );
+        if f.extension().is_some_and(|e| e == "png") {
+            assert_eq!(png_size(&bytes), doorbell::plot::SIZE, "{}", f.display());
+        } else {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(text.contains("width=\"1000\"") && text.contains("height=\"640\""));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
