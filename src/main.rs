@@ -405,15 +405,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
         }
     });
     bar.finish_and_clear();
-    let file = sweep::SweepFile {
-        scenario: plan.stem.clone(),
-        hash: plan.hash.clone(),
-        points: plan.points.len() as u32,
-        repeats: plan.repeats,
-        paths: plan.paths.clone(),
-        shard: shard.map(|(i, n)| [i, n]),
-        rows,
-    };
+    let file = plan.file(shard, rows);
     if let Err(e) = sweep::write(&dir, &file) {
         eprintln!("error: writing {}: {e}", dir.display());
         return ExitCode::from(1);

@@ -167,6 +167,18 @@ pub fn draw(c: &Chart, stem: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(vec![png, svg])
 }
 
+/// One plain line per named group of points.
+fn lines(groups: BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Series> {
+    groups
+        .into_iter()
+        .map(|(name, points)| Series {
+            name,
+            points,
+            ..Series::default()
+        })
+        .collect()
+}
+
 /// A CSV file as a header and rows of fields (plain commas; our files quote nothing
 /// that these plots read).
 fn read_csv(path: &Path) -> Option<(Vec<String>, Vec<Vec<String>>)> {
@@ -290,14 +302,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
                 x_label: "size (bytes, log)".into(),
                 y_label: "busbw (GB/s)".into(),
                 log_x: true,
-                series: groups
-                    .into_iter()
-                    .map(|(name, points)| Series {
-                        name,
-                        points,
-                        ..Series::default()
-                    })
-                    .collect(),
+                series: lines(groups),
             };
             out.extend(draw(&chart, &dir.join("busbw"))?);
         }
@@ -361,14 +366,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
                     x_label: "time (us)".into(),
                     y_label: label.into(),
                     log_x: false,
-                    series: groups
-                        .into_iter()
-                        .map(|(name, points)| Series {
-                            name,
-                            points,
-                            ..Series::default()
-                        })
-                        .collect(),
+                    series: lines(groups),
                 };
                 out.extend(draw(&chart, &dir.join(file))?);
             }

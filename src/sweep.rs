@@ -308,6 +308,19 @@ impl SweepPlan {
         )
     }
 
+    /// The `sweep.json` contents for `rows`, run as shard `shard` (or all of it).
+    pub fn file(&self, shard: Option<(u32, u32)>, rows: Vec<Row>) -> SweepFile {
+        SweepFile {
+            scenario: self.stem.clone(),
+            hash: self.hash.clone(),
+            points: self.points.len() as u32,
+            repeats: self.repeats,
+            paths: self.paths.clone(),
+            shard: shard.map(|(i, n)| [i, n]),
+            rows,
+        }
+    }
+
     /// The (point, repeat) pairs of shard `index` of `count` (points `i` with
     /// `i mod count == index`, all their repeats).
     pub fn jobs(&self, shard: Option<(u32, u32)>) -> Vec<(u32, u32)> {

@@ -1,7 +1,7 @@
 //! Plots: each standard chart is written as PNG and SVG, non-empty, at 1000 x 640.
 
 use doorbell::scenario::Overrides;
-use doorbell::sweep::{plan_str, run_jobs, write, SweepFile};
+use doorbell::sweep::{plan_str, run_jobs, write};
 
 fn png_size(bytes: &[u8]) -> (u32, u32) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
@@ -31,19 +31,7 @@ sweep:
     .unwrap();
     let rows = run_jobs(&p, &p.jobs(None), 2, &|_| {});
     let sweep_dir = dir.join("sweep");
-    write(
-        &sweep_dir,
-        &SweepFile {
-            scenario: p.stem.clone(),
-            hash: p.hash.clone(),
-            points: p.points.len() as u32,
-            repeats: p.repeats,
-            paths: p.paths.clone(),
-            shard: None,
-            rows,
-        },
-    )
-    .unwrap();
+    write(&sweep_dir, &p.file(None, rows)).unwrap();
     let mut files = doorbell::plot::plot_dir(&sweep_dir).unwrap();
     // A run with a collective (busbw vs size) and flows (FCT CDF).
     let sc = doorbell::scenario::parse_str(

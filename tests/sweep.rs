@@ -22,16 +22,7 @@ fn plan(text: &str) -> SweepPlan {
 }
 
 fn file(p: &SweepPlan, shard: Option<(u32, u32)>, threads: usize) -> SweepFile {
-    let rows = run_jobs(p, &p.jobs(shard), threads, &|_| {});
-    SweepFile {
-        scenario: p.stem.clone(),
-        hash: p.hash.clone(),
-        points: p.points.len() as u32,
-        repeats: p.repeats,
-        paths: p.paths.clone(),
-        shard: shard.map(|(i, n)| [i, n]),
-        rows,
-    }
+    p.file(shard, run_jobs(p, &p.jobs(shard), threads, &|_| {}))
 }
 
 #[test]
