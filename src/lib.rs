@@ -16,7 +16,8 @@
 //! - [`sim`]: the wiring and event dispatch;
 //! - [`analytic`]: closed forms the simulator is tested against;
 //! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table;
-//! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged.
+//! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged; [`plot`]: curves;
+//!   [`plan`]: the cheapest fabric that meets the targets.
 
 pub mod analytic;
 pub mod cc;
@@ -28,6 +29,7 @@ pub mod host;
 pub mod metrics;
 pub mod nic;
 pub mod packet;
+pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod rng;

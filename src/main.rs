@@ -43,6 +43,12 @@ enum Cmd {
     },
     /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
     Plot { dir: PathBuf },
+    /// Find the cheapest candidate fabric in the scenario's `plan:` that meets its targets.
+    Plan {
+        scenario: PathBuf,
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        set: Vec<String>,
+    },
     /// Run a scenario's `sweep:` points (in parallel; a shard of them with --shard).
     Sweep {
         scenario: PathBuf,
@@ -158,6 +164,19 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Merge { dirs, out } => merge_cmd(&dirs, &out),
+        Cmd::Plan { scenario, set } => {
+            match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
+                Ok(p) => {
+                    let (choice, ev) = p.decide();
+                    print!("{}", p.report(choice, &ev));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Run {
             scenario,
             out,

@@ -1002,6 +1002,26 @@ fn check_collective_algorithm(
 /// `base_dir` is where relative paths in the scenario (CDF files) are found: the
 /// scenario file's folder.
 pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenario> {
+    // `sweep:` and `plan:` are read by their commands; here they must at least be plain
+    // YAML (maps keyed by names, no tags), which their readers and `--set` can handle.
+    fn plain(v: &serde_yaml::Value) -> bool {
+        match v {
+            serde_yaml::Value::Mapping(m) => m.iter().all(|(k, x)| k.is_string() && plain(x)),
+            serde_yaml::Value::Sequence(s) => s.iter().all(plain),
+            serde_yaml::Value::Tagged(_) => false,
+            _ => true,
+        }
+    }
+    for (name, v) in [("sweep", &f.sweep), ("plan", &f.plan)] {
+        if let Some(v) = v {
+            if !v.is_null() && !(v.is_mapping() && plain(v)) {
+                return err(
+                    name,
+                    "expected a map of plain fields (names as keys, no tags); see the README",
+                );
+            }
+        }
+    }
     let t = &f.topology;
     if t.leaves == 0 {
         return err("topology.leaves", "expected at least 1 leaf, found 0");

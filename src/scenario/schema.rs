@@ -107,6 +107,9 @@ pub struct ScenarioFile {
     /// Points to run with `doorbell sweep` (checked by `sweep`; `run` ignores it).
     #[serde(default)]
     pub sweep: Option<serde_yaml::Value>,
+    /// Targets, costs and candidate fabrics for `doorbell plan` (checked by `plan`).
+    #[serde(default)]
+    pub plan: Option<serde_yaml::Value>,
 }
 
 /// `timeseries:`.

@@ -1,0 +1,428 @@
+//! Capacity planning: the cheapest fabric that meets every target.
+//!
+//! A scenario's `plan:` section gives targets, a cost model and candidate fabrics:
+//! ```yaml
+//! plan:
+//!   targets: { busbw_min: 40GB/s, p99_fct_max: 50us, goodput_min: 3Tbps }
+//!   cost: { per_spine: 30000, per_link: 900 }
+//!   candidates:
+//!     - { topology.spines: 2 }
+//!     - { topology.spines: 4 }
+//!     - { topology.spines: 8, topology.fabric_link.rate: 400Gbps }
+//! ```
+//! A candidate's cost is `per_spine x spines + per_link x (leaves x spines x
+//! links_per_spine)`. When the candidates differ only in `topology.spines` (more spines
+//! never hurt, the monotone case) the cheapest passing one is found by bisection over the
+//! spine count; otherwise every candidate runs, cheapest first, and the first that meets
+//! every target is the answer. Every candidate's figures are reported, run or skipped.
+
+use crate::metrics::{summarize, Summary};
+use crate::scenario::{parse_str, Overrides, Scenario, ScenarioError};
+use crate::units::{parse_duration, parse_rate};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The targets; each is optional.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Targets {
+    /// Bus bandwidth of the first collective, averaged over its sizes, GB/s.
+    pub busbw_min_gbs: Option<f64>,
+    /// P99 flow completion time, us.
+    pub p99_fct_max_us: Option<f64>,
+    /// Aggregate goodput, Gb/s.
+    pub goodput_min_gbps: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub index: usize,
+    pub set: Vec<(String, String)>,
+    pub spines: u32,
+    pub links: u64,
+    pub cost: f64,
+}
+
+/// What a candidate run showed.
+#[derive(Clone, Debug)]
+pub struct Evidence {
+    pub busbw_gbs: Option<f64>,
+    pub p99_fct_us: Option<f64>,
+    pub goodput_gbps: f64,
+    pub pass: bool,
+    /// Which targets failed.
+    pub failed: Vec<&'static str>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub targets: Targets,
+    pub candidates: Vec<Candidate>,
+    pub bisect: bool,
+    text: String,
+    file: String,
+    stem: String,
+    overrides: Overrides,
+}
+
+fn err(file: &str, path: &str, m: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        file: file.into(),
+        line: None,
+        column: None,
+        path: path.into(),
+        message: m.into(),
+    }
+}
+
+fn value_str(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Reads the `plan:` section; each candidate must make a valid scenario.
+pub fn plan_str(
+    text: &str,
+    file: &str,
+    stem: &str,
+    overrides: &Overrides,
+) -> Result<Plan, ScenarioError> {
+    parse_str(text, file, stem, overrides)?;
+    let tree: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| err(file, "", e.to_string()))?;
+    let plan = tree
+        .get("plan")
+        .and_then(|p| p.as_mapping())
+        .ok_or_else(|| {
+            err(
+                file,
+                "plan",
+                "no `plan:` section (targets, cost, candidates)",
+            )
+        })?;
+    let mut targets = Targets::default();
+    let (mut per_spine, mut per_link) = (0.0, 0.0);
+    let mut sets: Vec<Vec<(String, String)>> = Vec::new();
+    for (k, v) in plan {
+        match k.as_str().unwrap_or("") {
+            "targets" => {
+                let m = v
+                    .as_mapping()
+                    .ok_or_else(|| err(file, "plan.targets", "expected a map"))?;
+                for (tk, tv) in m {
+                    let name = tk.as_str().unwrap_or("");
+                    let path = format!("plan.targets.{name}");
+                    let s = value_str(tv);
+                    match name {
+                        "busbw_min" => {
+                            let r = parse_rate(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            targets.busbw_min_gbs = Some(r.0 as f64 / 8e9);
+                        }
+                        "goodput_min" => {
+                            let r = parse_rate(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            targets.goodput_min_gbps = Some(r.0 as f64 / 1e9);
+                        }
+                        "p99_fct_max" => {
+                            let d =
+                                parse_duration(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            targets.p99_fct_max_us = Some(d.as_us_f64());
+                        }
+                        _ => return Err(err(
+                            file,
+                            &path,
+                            "unknown target, expected `busbw_min`, `p99_fct_max` or `goodput_min`",
+                        )),
+                    }
+                }
+            }
+            "cost" => {
+                let m = v
+                    .as_mapping()
+                    .ok_or_else(|| err(file, "plan.cost", "expected { per_spine, per_link }"))?;
+                for (ck, cv) in m {
+                    let name = ck.as_str().unwrap_or("");
+                    let x = cv
+                        .as_f64()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .ok_or_else(|| {
+                            err(file, &format!("plan.cost.{name}"), "expected a number >= 0")
+                        })?;
+                    match name {
+                        "per_spine" => per_spine = x,
+                        "per_link" => per_link = x,
+                        _ => {
+                            return Err(err(
+                                file,
+                                &format!("plan.cost.{name}"),
+                                "unknown field, expected `per_spine` or `per_link`",
+                            ))
+                        }
+                    }
+                }
+            }
+            "candidates" => {
+                let list = v.as_sequence().filter(|l| !l.is_empty()).ok_or_else(|| {
+                    err(
+                        file,
+                        "plan.candidates",
+                        "expected a non-empty list of overrides",
+                    )
+                })?;
+                for (i, c) in list.iter().enumerate() {
+                    let m = c.as_mapping().ok_or_else(|| {
+                        err(
+                            file,
+                            &format!("plan.candidates[{i}]"),
+                            "expected a map of path: value",
+                        )
+                    })?;
+                    sets.push(
+                        m.iter()
+                            .map(|(k, v)| (k.as_str().unwrap_or("").to_string(), value_str(v)))
+                            .collect(),
+                    );
+                }
+            }
+            other => {
+                return Err(err(
+                    file,
+                    &format!("plan.{other}"),
+                    "unknown field, expected `targets`, `cost` or `candidates`",
+                ))
+            }
+        }
+    }
+    if targets == Targets::default() {
+        return Err(err(file, "plan.targets", "expected at least one target"));
+    }
+    if sets.is_empty() {
+        return Err(err(
+            file,
+            "plan.candidates",
+            "expected at least one candidate",
+        ));
+    }
+    let mut p = Plan {
+        targets,
+        candidates: Vec::new(),
+        bisect: false,
+        text: text.to_string(),
+        file: file.to_string(),
+        stem: stem.to_string(),
+        overrides: overrides.clone(),
+    };
+    for (i, set) in sets.into_iter().enumerate() {
+        let c = Candidate {
+            index: i,
+            set,
+            spines: 0,
+            links: 0,
+            cost: 0.0,
+        };
+        let sc = p.scenario(&c).map_err(|mut e| {
+            e.message = format!("{} (plan candidate {i})", e.message);
+            e
+        })?;
+        let t = &sc.topology;
+        let links = t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+        p.candidates.push(Candidate {
+            spines: t.spines,
+            links,
+            cost: per_spine * t.spines as f64 + per_link * links as f64,
+            ..c
+        });
+    }
+    p.bisect = p.candidates.len() > 2
+        && p.candidates
+            .iter()
+            .all(|c| c.set.iter().all(|(k, _)| k == "topology.spines"));
+    Ok(p)
+}
+
+/// [`plan_str`] on a file.
+pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(&file, "", format!("cannot read the scenario: {e}")))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "scenario".into());
+    plan_str(&text, &file, &stem, overrides)
+}
+
+impl Plan {
+    fn scenario(&self, c: &Candidate) -> Result<Scenario, ScenarioError> {
+        let mut set = self.overrides.set.clone();
+        set.extend(c.set.iter().map(|(k, v)| format!("{k}={v}")));
+        let mut sc = parse_str(
+            &self.text,
+            &self.file,
+            &self.stem,
+            &Overrides {
+                seed: self.overrides.seed,
+                set,
+            },
+        )?;
+        sc.compare.clear();
+        Ok(sc)
+    }
+
+    fn judge(&self, s: &Summary) -> Evidence {
+        let busbw = s.collectives.first().map(|c| c.avg_busbw_gbs);
+        let p99 = s.fct_us.as_ref().map(|f| f.p99);
+        let goodput = s.goodput_gbps.aggregate;
+        let mut failed = Vec::new();
+        if let Some(min) = self.targets.busbw_min_gbs {
+            if busbw.map_or(true, |b| b < min) {
+                failed.push("busbw_min");
+            }
+        }
+        if let Some(max) = self.targets.p99_fct_max_us {
+            if p99.map_or(true, |p| p > max) {
+                failed.push("p99_fct_max");
+            }
+        }
+        if let Some(min) = self.targets.goodput_min_gbps {
+            if goodput < min {
+                failed.push("goodput_min");
+            }
+        }
+        Evidence {
+            busbw_gbs: busbw,
+            p99_fct_us: p99,
+            goodput_gbps: goodput,
+            pass: failed.is_empty() && !s.stalled,
+            failed,
+        }
+    }
+
+    /// Runs candidate `i`.
+    pub fn evaluate(&self, i: usize) -> Evidence {
+        let sc = self
+            .scenario(&self.candidates[i])
+            .expect("every candidate was checked when the plan was read");
+        let out = crate::sim::run(&sc);
+        self.judge(&summarize(&sc, &out))
+    }
+
+    /// Finds the cheapest candidate that meets every target. Returns it (if any) and the
+    /// evidence per candidate (`None`: not run, decided by bisection).
+    pub fn decide(&self) -> (Option<usize>, Vec<Option<Evidence>>) {
+        let mut ev: Vec<Option<Evidence>> = vec![None; self.candidates.len()];
+        if self.bisect {
+            // Spine counts only: more spines cost more and never do worse.
+            let mut order: Vec<usize> = (0..self.candidates.len()).collect();
+            order.sort_by_key(|&i| (self.candidates[i].spines, i));
+            let (mut lo, mut hi) = (0usize, order.len());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                let e = self.evaluate(order[mid]);
+                let pass = e.pass;
+                ev[order[mid]] = Some(e);
+                if pass {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            return ((lo < order.len()).then(|| order[lo]), ev);
+        }
+        let mut order: Vec<usize> = (0..self.candidates.len()).collect();
+        order.sort_by(|&a, &b| {
+            self.candidates[a]
+                .cost
+                .total_cmp(&self.candidates[b].cost)
+                .then(a.cmp(&b))
+        });
+        for &i in &order {
+            let e = self.evaluate(i);
+            let pass = e.pass;
+            ev[i] = Some(e);
+            if pass {
+                return (Some(i), ev);
+            }
+        }
+        (None, ev)
+    }
+
+    /// The decision and its evidence, as printed.
+    pub fn report(&self, choice: Option<usize>, ev: &[Option<Evidence>]) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "plan     {} candidates, {}; targets:{}{}{}",
+            self.candidates.len(),
+            if self.bisect {
+                "bisecting over the spine count"
+            } else {
+                "cheapest first"
+            },
+            self.targets
+                .busbw_min_gbs
+                .map_or(String::new(), |x| format!(" busbw >= {x} GB/s")),
+            self.targets
+                .p99_fct_max_us
+                .map_or(String::new(), |x| format!(" P99 FCT <= {x} us")),
+            self.targets
+                .goodput_min_gbps
+                .map_or(String::new(), |x| format!(" goodput >= {x} Gb/s")),
+        );
+        let _ = writeln!(
+            o,
+            "  {:<4} {:<36} {:>6} {:>6} {:>12} {:>11} {:>12} {:>13}  verdict",
+            "#", "candidate", "spines", "links", "cost", "busbw GB/s", "P99 FCT us", "goodput Gb/s"
+        );
+        for (i, c) in self.candidates.iter().enumerate() {
+            let name: Vec<String> = c.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+            let (busbw, p99, goodput, verdict) = match &ev[i] {
+                None => (
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "not run (bisection)".to_string(),
+                ),
+                Some(e) => (
+                    f(e.busbw_gbs),
+                    f(e.p99_fct_us),
+                    format!("{:.2}", e.goodput_gbps),
+                    if e.pass {
+                        "meets every target".to_string()
+                    } else {
+                        format!("misses {}", e.failed.join(", "))
+                    },
+                ),
+            };
+            let mark = if Some(i) == choice { "*" } else { " " };
+            let _ = writeln!(
+                o,
+                "{mark} {:<4} {:<36} {:>6} {:>6} {:>12.0} {:>11} {:>12} {:>13}  {verdict}",
+                i,
+                name.join(", "),
+                c.spines,
+                c.links,
+                c.cost,
+                busbw,
+                p99,
+                goodput
+            );
+        }
+        match choice {
+            Some(i) => {
+                let _ = writeln!(
+                    o,
+                    "decision candidate {i} ({} spines, {} links) at cost {:.0}: the cheapest that meets every target",
+                    self.candidates[i].spines, self.candidates[i].links, self.candidates[i].cost
+                );
+            }
+            None => {
+                let _ = writeln!(o, "decision none of the candidates meets every target");
+            }
+        }
+        o
+    }
+}
