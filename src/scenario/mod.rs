@@ -1014,7 +1014,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
     }
     for (name, v) in [("sweep", &f.sweep), ("plan", &f.plan)] {
         if let Some(v) = v {
-            if !v.is_null() && !(v.is_mapping() && plain(v)) {
+            if !(v.is_null() || v.is_mapping() && plain(v)) {
                 return err(
                     name,
                     "expected a map of plain fields (names as keys, no tags); see the README",
