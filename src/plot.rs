@@ -1,8 +1,8 @@
 //! Curves drawn from a run's or a sweep's result files (plotters), as PNG and SVG.
 //!
 //! What is drawn depends on what the folder holds:
-//! - `sweep.csv`: P99 and P99.9 FCT, aggregate goodput and (with collectives) busbw
-//!   against the first swept field, one series per combination of the other swept
+//! - `sweep.csv`: P99 and P99.9 FCT, P99 slowdown, aggregate goodput and (with
+//!   collectives) busbw against the first swept field, one series per combination of the other swept
 //!   fields, each point the mean over repeats with a band from the lowest to the highest;
 //! - `collective.csv`: bus bandwidth against size (log x), one series per item and set;
 //! - `flows.csv`: the FCT CDF (log x);
@@ -206,15 +206,33 @@ fn num(s: &str) -> Option<f64> {
     t.parse().ok()
 }
 
-/// Draws every chart the folder's files allow; returns the files written.
+/// Draws every chart the folder's files allow (and, for a compare run, each set's
+/// folder's); returns the files written.
 pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
+    if dir.join("compare.csv").exists() {
+        let mut subs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| e.to_string())?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("summary.json").exists())
+            .collect();
+        subs.sort();
+        for sub in subs {
+            out.extend(plot_dir(&sub)?);
+        }
+    }
     if let Some((h, rows)) = read_csv(&dir.join("sweep.csv")) {
         let swept: Vec<usize> = (0..h.len()).filter(|&i| h[i].starts_with("set.")).collect();
         if let Some(&xcol) = swept.first() {
             for (metric, label, file) in [
                 ("fct_us.p99", "P99 FCT (us)", "sweep-fct-p99"),
                 ("fct_us.p999", "P99.9 FCT (us)", "sweep-fct-p999"),
+                ("slowdown.p99", "P99 slowdown (x)", "sweep-slowdown-p99"),
+                (
+                    "collectives.0.avg_busbw_gbs",
+                    "bus bandwidth (GB/s, mean over sizes)",
+                    "sweep-busbw",
+                ),
                 (
                     "goodput_gbps.aggregate",
                     "aggregate goodput (Gb/s)",
@@ -378,30 +396,43 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             col(&h, "measured_gbps"),
             col(&h, "analytic_gbps"),
         ) {
-            let mut pts: Vec<(f64, f64, f64)> = rows
-                .iter()
-                .filter_map(|r| Some((num(r.get(w)?)?, num(r.get(meas)?)?, num(r.get(an)?)?)))
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            if !pts.is_empty() {
+            // One pair of lines (simulated, analytic) per path length.
+            let hops = col(&h, "switch_hops");
+            let mut by_hops: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
+            for r in &rows {
+                let key = hops
+                    .and_then(|c| r.get(c))
+                    .map_or(String::new(), |x| format!(", {x} switch hop(s)"));
+                if let (Some(x), Some(m), Some(a)) = (
+                    r.get(w).and_then(|v| num(v)),
+                    r.get(meas).and_then(|v| num(v)),
+                    r.get(an).and_then(|v| num(v)),
+                ) {
+                    by_hops.entry(key).or_default().push((x, m, a));
+                }
+            }
+            if !by_hops.is_empty() {
+                let mut series = Vec::new();
+                for (key, mut pts) in by_hops {
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    series.push(Series {
+                        name: format!("simulated{key}"),
+                        points: pts.iter().map(|p| (p.0, p.1)).collect(),
+                        ..Series::default()
+                    });
+                    series.push(Series {
+                        name: format!("min(line, W x MTU / RTT){key}"),
+                        points: pts.iter().map(|p| (p.0, p.2)).collect(),
+                        dashed: true,
+                        ..Series::default()
+                    });
+                }
                 let chart = Chart {
                     title: "throughput vs window".into(),
                     x_label: "window (packets)".into(),
                     y_label: "throughput (Gb/s)".into(),
                     log_x: false,
-                    series: vec![
-                        Series {
-                            name: "simulated".into(),
-                            points: pts.iter().map(|p| (p.0, p.1)).collect(),
-                            ..Series::default()
-                        },
-                        Series {
-                            name: "min(line, W x MTU / RTT)".into(),
-                            points: pts.iter().map(|p| (p.0, p.2)).collect(),
-                            dashed: true,
-                            ..Series::default()
-                        },
-                    ],
+                    series,
                 };
                 out.extend(draw(&chart, &dir.join("window"))?);
             }

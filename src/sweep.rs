@@ -333,7 +333,7 @@ impl SweepPlan {
     }
 }
 
-/// Flattens a JSON value's scalars into dotted names (arrays are left out).
+/// Flattens a JSON value's scalars into dotted names.
 fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
     match v {
         Json::Object(m) => {
@@ -346,8 +346,14 @@ fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
                 flatten(&key, x, out);
             }
         }
-        // Arrays, and absent sections (null), make no column.
-        Json::Array(_) | Json::Null => {}
+        // Lists are numbered (`tiers.1.util_mean`, `collectives.0.avg_busbw_gbs`);
+        // absent sections (null) make no column.
+        Json::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                flatten(&format!("{prefix}.{i}"), x, out);
+            }
+        }
+        Json::Null => {}
         scalar => {
             out.insert(prefix.to_string(), scalar.clone());
         }
