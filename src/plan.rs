@@ -17,7 +17,7 @@
 //! every target is the answer. Every candidate's figures are reported, run or skipped.
 
 use crate::metrics::{summarize, Summary};
-use crate::scenario::{parse_str, Overrides, Scenario, ScenarioError};
+use crate::scenario::{parse_str, set_value, Overrides, Scenario, ScenarioError};
 use crate::units::{parse_duration, parse_rate};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -64,25 +64,6 @@ pub struct Plan {
     overrides: Overrides,
 }
 
-fn err(file: &str, path: &str, m: impl Into<String>) -> ScenarioError {
-    ScenarioError {
-        file: file.into(),
-        line: None,
-        column: None,
-        path: path.into(),
-        message: m.into(),
-    }
-}
-
-fn value_str(v: &serde_yaml::Value) -> String {
-    match v {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Number(n) => n.to_string(),
-        serde_yaml::Value::Bool(b) => b.to_string(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
-
 /// Reads the `plan:` section; each candidate must make a valid scenario.
 pub fn plan_str(
     text: &str,
@@ -92,12 +73,12 @@ pub fn plan_str(
 ) -> Result<Plan, ScenarioError> {
     parse_str(text, file, stem, overrides)?;
     let tree: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| err(file, "", e.to_string()))?;
+        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))?;
     let plan = tree
         .get("plan")
         .and_then(|p| p.as_mapping())
         .ok_or_else(|| {
-            err(
+            ScenarioError::at(
                 file,
                 "plan",
                 "no `plan:` section (targets, cost, candidates)",
@@ -111,26 +92,28 @@ pub fn plan_str(
             "targets" => {
                 let m = v
                     .as_mapping()
-                    .ok_or_else(|| err(file, "plan.targets", "expected a map"))?;
+                    .ok_or_else(|| ScenarioError::at(file, "plan.targets", "expected a map"))?;
                 for (tk, tv) in m {
                     let name = tk.as_str().unwrap_or("");
                     let path = format!("plan.targets.{name}");
-                    let s = value_str(tv);
+                    let s = set_value(tv);
                     match name {
                         "busbw_min" => {
-                            let r = parse_rate(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            let r = parse_rate(&s)
+                                .map_err(|e| ScenarioError::at(file, &path, e.to_string()))?;
                             targets.busbw_min_gbs = Some(r.0 as f64 / 8e9);
                         }
                         "goodput_min" => {
-                            let r = parse_rate(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            let r = parse_rate(&s)
+                                .map_err(|e| ScenarioError::at(file, &path, e.to_string()))?;
                             targets.goodput_min_gbps = Some(r.0 as f64 / 1e9);
                         }
                         "p99_fct_max" => {
-                            let d =
-                                parse_duration(&s).map_err(|e| err(file, &path, e.to_string()))?;
+                            let d = parse_duration(&s)
+                                .map_err(|e| ScenarioError::at(file, &path, e.to_string()))?;
                             targets.p99_fct_max_us = Some(d.as_us_f64());
                         }
-                        _ => return Err(err(
+                        _ => return Err(ScenarioError::at(
                             file,
                             &path,
                             "unknown target, expected `busbw_min`, `p99_fct_max` or `goodput_min`",
@@ -139,22 +122,26 @@ pub fn plan_str(
                 }
             }
             "cost" => {
-                let m = v
-                    .as_mapping()
-                    .ok_or_else(|| err(file, "plan.cost", "expected { per_spine, per_link }"))?;
+                let m = v.as_mapping().ok_or_else(|| {
+                    ScenarioError::at(file, "plan.cost", "expected { per_spine, per_link }")
+                })?;
                 for (ck, cv) in m {
                     let name = ck.as_str().unwrap_or("");
                     let x = cv
                         .as_f64()
                         .filter(|x| x.is_finite() && *x >= 0.0)
                         .ok_or_else(|| {
-                            err(file, &format!("plan.cost.{name}"), "expected a number >= 0")
+                            ScenarioError::at(
+                                file,
+                                &format!("plan.cost.{name}"),
+                                "expected a number >= 0",
+                            )
                         })?;
                     match name {
                         "per_spine" => per_spine = x,
                         "per_link" => per_link = x,
                         _ => {
-                            return Err(err(
+                            return Err(ScenarioError::at(
                                 file,
                                 &format!("plan.cost.{name}"),
                                 "unknown field, expected `per_spine` or `per_link`",
@@ -165,7 +152,7 @@ pub fn plan_str(
             }
             "candidates" => {
                 let list = v.as_sequence().filter(|l| !l.is_empty()).ok_or_else(|| {
-                    err(
+                    ScenarioError::at(
                         file,
                         "plan.candidates",
                         "expected a non-empty list of overrides",
@@ -173,7 +160,7 @@ pub fn plan_str(
                 })?;
                 for (i, c) in list.iter().enumerate() {
                     let m = c.as_mapping().ok_or_else(|| {
-                        err(
+                        ScenarioError::at(
                             file,
                             &format!("plan.candidates[{i}]"),
                             "expected a map of path: value",
@@ -181,13 +168,13 @@ pub fn plan_str(
                     })?;
                     sets.push(
                         m.iter()
-                            .map(|(k, v)| (k.as_str().unwrap_or("").to_string(), value_str(v)))
+                            .map(|(k, v)| (k.as_str().unwrap_or("").to_string(), set_value(v)))
                             .collect(),
                     );
                 }
             }
             other => {
-                return Err(err(
+                return Err(ScenarioError::at(
                     file,
                     &format!("plan.{other}"),
                     "unknown field, expected `targets`, `cost` or `candidates`",
@@ -196,10 +183,14 @@ pub fn plan_str(
         }
     }
     if targets == Targets::default() {
-        return Err(err(file, "plan.targets", "expected at least one target"));
+        return Err(ScenarioError::at(
+            file,
+            "plan.targets",
+            "expected at least one target",
+        ));
     }
     if sets.is_empty() {
-        return Err(err(
+        return Err(ScenarioError::at(
             file,
             "plan.candidates",
             "expected at least one candidate",
@@ -244,13 +235,7 @@ pub fn plan_str(
 
 /// [`plan_str`] on a file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(&file, "", format!("cannot read the scenario: {e}")))?;
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "scenario".into());
+    let (text, file, stem) = crate::scenario::read_file(path)?;
     plan_str(&text, &file, &stem, overrides)
 }
 

@@ -24,7 +24,7 @@
 
 use crate::metrics::summarize;
 use crate::rng::{stream_seed, Stream};
-use crate::scenario::{apply_set, parse_str, Overrides, Scenario, ScenarioError};
+use crate::scenario::{apply_set, parse_str, set_value, Overrides, Scenario, ScenarioError};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -81,16 +81,6 @@ pub struct SweepFile {
     pub rows: Vec<Row>,
 }
 
-fn err(file: &str, path: &str, message: impl Into<String>) -> ScenarioError {
-    ScenarioError {
-        file: file.to_string(),
-        line: None,
-        column: None,
-        path: path.to_string(),
-        message: message.into(),
-    }
-}
-
 /// FNV-1a, 64 bits, as 16 hex digits.
 fn fnv(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -101,26 +91,10 @@ fn fnv(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-fn flow_yaml(v: &serde_yaml::Value) -> String {
-    // serde_yaml writes block style with a trailing newline; a scalar is one line.
-    match v {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Number(n) => n.to_string(),
-        serde_yaml::Value::Bool(b) => b.to_string(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
-
 /// Reads a scenario's `sweep:` section and checks every point (each must make a valid
 /// scenario: a bad path or value is reported like a `--set` error).
 pub fn plan(path: &Path, overrides: &Overrides) -> Result<SweepPlan, ScenarioError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(&file, "", format!("cannot read the scenario: {e}")))?;
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "scenario".into());
+    let (text, file, stem) = crate::scenario::read_file(path)?;
     plan_str(&text, &file, &stem, overrides)
 }
 
@@ -134,17 +108,17 @@ pub fn plan_str(
     // The base scenario must be valid on its own.
     let base = parse_str(text, file, stem, overrides)?;
     let mut tree: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| err(file, "", e.to_string()))?;
+        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))?;
     for s in &overrides.set {
-        apply_set(&mut tree, s).map_err(|m| err("--set", s, m))?;
+        apply_set(&mut tree, s).map_err(|m| ScenarioError::at("--set", s, m))?;
     }
     let sweep = tree
         .get("sweep")
         .cloned()
         .filter(|v| !v.is_null())
-        .ok_or_else(|| err(file, "sweep", "no `sweep:` section to run"))?;
+        .ok_or_else(|| ScenarioError::at(file, "sweep", "no `sweep:` section to run"))?;
     let map = sweep.as_mapping().ok_or_else(|| {
-        err(
+        ScenarioError::at(
             file,
             "sweep",
             "expected a map with `grid`, `points` and `repeats`",
@@ -157,33 +131,33 @@ pub fn plan_str(
         let key = k.as_str().unwrap_or("");
         match key {
             "grid" => {
-                let g = v
-                    .as_mapping()
-                    .ok_or_else(|| err(file, "sweep.grid", "expected a map of path: [values]"))?;
+                let g = v.as_mapping().ok_or_else(|| {
+                    ScenarioError::at(file, "sweep.grid", "expected a map of path: [values]")
+                })?;
                 for (p, vals) in g {
-                    let p = p
-                        .as_str()
-                        .ok_or_else(|| err(file, "sweep.grid", "expected field paths as keys"))?;
+                    let p = p.as_str().ok_or_else(|| {
+                        ScenarioError::at(file, "sweep.grid", "expected field paths as keys")
+                    })?;
                     let vals = vals
                         .as_sequence()
                         .filter(|s| !s.is_empty())
                         .ok_or_else(|| {
-                            err(
+                            ScenarioError::at(
                                 file,
                                 &format!("sweep.grid.{p}"),
                                 "expected a non-empty list of values",
                             )
                         })?;
-                    grid.push((p.to_string(), vals.iter().map(flow_yaml).collect()));
+                    grid.push((p.to_string(), vals.iter().map(set_value).collect()));
                 }
             }
             "points" => {
-                let list = v
-                    .as_sequence()
-                    .ok_or_else(|| err(file, "sweep.points", "expected a list of maps"))?;
+                let list = v.as_sequence().ok_or_else(|| {
+                    ScenarioError::at(file, "sweep.points", "expected a list of maps")
+                })?;
                 for (i, pt) in list.iter().enumerate() {
                     let m = pt.as_mapping().ok_or_else(|| {
-                        err(
+                        ScenarioError::at(
                             file,
                             &format!("sweep.points[{i}]"),
                             "expected a map of path: value",
@@ -192,13 +166,13 @@ pub fn plan_str(
                     let mut set = Vec::new();
                     for (p, val) in m {
                         let p = p.as_str().ok_or_else(|| {
-                            err(
+                            ScenarioError::at(
                                 file,
                                 &format!("sweep.points[{i}]"),
                                 "expected field paths as keys",
                             )
                         })?;
-                        set.push((p.to_string(), flow_yaml(val)));
+                        set.push((p.to_string(), set_value(val)));
                     }
                     listed.push(set);
                 }
@@ -207,11 +181,11 @@ pub fn plan_str(
                 repeats = v
                     .as_u64()
                     .filter(|&r| (1..=1000).contains(&r))
-                    .ok_or_else(|| err(file, "sweep.repeats", "expected 1 to 1000"))?
+                    .ok_or_else(|| ScenarioError::at(file, "sweep.repeats", "expected 1 to 1000"))?
                     as u32;
             }
             other => {
-                return Err(err(
+                return Err(ScenarioError::at(
                     file,
                     &format!("sweep.{other}"),
                     "unknown field, expected `grid`, `points` or `repeats`",
@@ -224,7 +198,7 @@ pub fn plan_str(
     if !grid.is_empty() {
         let total: usize = grid.iter().map(|(_, v)| v.len()).product();
         if total > 100_000 {
-            return Err(err(
+            return Err(ScenarioError::at(
                 file,
                 "sweep.grid",
                 format!("{total} points; at most 100000"),
@@ -242,7 +216,11 @@ pub fn plan_str(
     }
     sets.extend(listed);
     if sets.is_empty() {
-        return Err(err(file, "sweep", "no points: give `grid` or `points`"));
+        return Err(ScenarioError::at(
+            file,
+            "sweep",
+            "no points: give `grid` or `points`",
+        ));
     }
     let mut paths: Vec<String> = Vec::new();
     for set in &sets {

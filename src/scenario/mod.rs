@@ -53,6 +53,19 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+impl ScenarioError {
+    /// An error in `file` at field `path`, with no line and column.
+    pub fn at(file: &str, path: &str, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: file.to_string(),
+            line: None,
+            column: None,
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 /// Switch buffer admission rule.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BufferLimit {
@@ -281,19 +294,30 @@ pub struct Overrides {
 
 /// Reads, parses and validates a scenario file.
 pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioError> {
+    let (text, file, stem) = read_file(path)?;
+    parse_str(&text, &file, &stem, overrides)
+}
+
+/// A scenario file's text, its name for messages, and its stem.
+pub fn read_file(path: &Path) -> Result<(String, String, String), ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-        file: file.clone(),
-        line: None,
-        column: None,
-        path: String::new(),
-        message: format!("cannot read the scenario: {e}"),
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::at(&file, "", format!("cannot read the scenario: {e}")))?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "scenario".into());
-    parse_str(&text, &file, &stem, overrides)
+    Ok((text, file, stem))
+}
+
+/// A YAML value as `--set` takes it: a scalar as written, anything else in flow style.
+pub fn set_value(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
 }
 
 fn yaml_error(file: &str, e: &serde_yaml::Error, located: bool) -> ScenarioError {
