@@ -14,7 +14,14 @@ SCENARIO=scenarios/sweep-load.yaml
 TASKS=4
 TIMEOUT=${SLURM_TEST_TIMEOUT:-300}
 
-fail() { echo "slurm-test: $*" >&2; exit 1; }
+fail() {
+    echo "slurm-test: $*" >&2
+    # The logs go with the temporary folder: show them first.
+    for log in "${WORK:-/nonexistent}"/munge/munged.log "${WORK:-/nonexistent}"/slurmctld.log "${WORK:-/nonexistent}"/slurmd.log; do
+        [ -s "$log" ] && { echo "--- $log" >&2; tail -n 30 "$log" >&2; }
+    done
+    exit 1
+}
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (to install packages and run the Slurm daemons)"
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
@@ -57,12 +64,12 @@ chmod 700 "$WORK/munge"
 munged --force --key-file="$WORK/munge/munge.key" --socket="$WORK/munge/socket" \
     --pid-file="$WORK/munged.pid" --log-file="$WORK/munge/munged.log" \
     --seed-file="$WORK/munge/seed" \
-    || fail "munged did not start (see $WORK/munge/munged.log)"
+    || fail "munged did not start "
 
 CPUS=$(nproc)
 cat > "$WORK/slurm.conf" <<CONF
 ClusterName=doorbell
-SlurmctldHost=$HOST
+SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -85,21 +92,21 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 SlurmctldPort=16817
 SlurmdPort=16818
-NodeName=$HOST CPUs=$CPUS State=UNKNOWN
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF="$WORK/slurm.conf"
-slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start (see $WORK/slurmctld.log)"
-slurmd -f "$SLURM_CONF" || fail "slurmd did not start (see $WORK/slurmd.log)"
+slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start "
+slurmd -f "$SLURM_CONF" || fail "slurmd did not start "
 
 # Wait for the node to be ready.
 for _ in $(seq 1 60); do
-    if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+    if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)$'; then
         break
     fi
     sleep 1
 done
-sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)' \
+sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)$' \
     || { cat "$WORK/slurmctld.log" "$WORK/slurmd.log" >&2 2>/dev/null || true; fail "the Slurm node did not come up within 60 s"; }
 
 "$BIN" sweep "$SCENARIO" --quiet --no-plot --out "$WORK/local"
@@ -112,7 +119,12 @@ for ARRAY in "0-$((TASKS - 1))" "1-$TASKS"; do
     echo "slurm-test: submitted array job $JOB (--array=$ARRAY)"
     deadline=$((SECONDS + TIMEOUT))
     while squeue -h -j "$JOB" 2>/dev/null | grep -q .; do
-        [ $SECONDS -lt $deadline ] || { scancel "$JOB" || true; fail "array job $JOB did not finish within $TIMEOUT s"; }
+        if [ $SECONDS -ge $deadline ]; then
+            scancel "$JOB" || true
+            # Let the tasks wind down before the daemons go.
+            for _ in $(seq 1 15); do squeue -h -j "$JOB" 2>/dev/null | grep -q . || break; sleep 1; done
+            fail "array job $JOB did not finish within $TIMEOUT s"
+        fi
         sleep 2
     done
     for i in $(seq 0 $((TASKS - 1))); do

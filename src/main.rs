@@ -338,27 +338,38 @@ fn shard_of(arg: Option<&str>) -> Result<Option<(u32, u32)>, String> {
             .ok_or_else(|| format!("--shard: expected I/N, found `{a}`"))?;
         return parse(i, n, "--shard").map(Some);
     }
-    match (
-        std::env::var("SLURM_ARRAY_TASK_ID"),
-        std::env::var("SLURM_ARRAY_TASK_COUNT"),
-    ) {
-        (Ok(id), Ok(count)) => {
-            let min: u32 = std::env::var("SLURM_ARRAY_TASK_MIN")
-                .ok()
-                .and_then(|m| m.trim().parse().ok())
-                .unwrap_or(0);
-            let id: u32 = id
-                .trim()
-                .parse()
-                .map_err(|_| format!("SLURM_ARRAY_TASK_ID: `{id}` is not a number"))?;
+    let var = |k: &str| std::env::var(k).ok();
+    match (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT")) {
+        (Some(id), Some(count)) => {
+            let number = |k: &str, v: Option<String>, default: u32| -> Result<u32, String> {
+                match v {
+                    None => Ok(default),
+                    Some(v) => v
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{k}: `{v}` is not a number")),
+                }
+            };
+            let id = number("SLURM_ARRAY_TASK_ID", Some(id), 0)?;
+            let min = number("SLURM_ARRAY_TASK_MIN", var("SLURM_ARRAY_TASK_MIN"), 0)?;
+            let step = number("SLURM_ARRAY_TASK_STEP", var("SLURM_ARRAY_TASK_STEP"), 1)?.max(1);
+            if id < min || (id - min) % step != 0 {
+                return Err(format!(
+                    "SLURM_ARRAY_TASK_ID {id} is not on the array's steps (first {min}, step {step}): give --shard I/N"
+                ));
+            }
             parse(
-                &(id.saturating_sub(min)).to_string(),
+                &((id - min) / step).to_string(),
                 &count,
                 "SLURM_ARRAY_TASK_ID/COUNT",
             )
             .map(Some)
         }
-        _ => Ok(None),
+        (None, None) => Ok(None),
+        _ => Err(
+            "only one of SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT is set: give --shard I/N"
+                .into(),
+        ),
     }
 }
 
@@ -405,6 +416,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
     let started = std::time::Instant::now();
     let events = AtomicU64::new(0);
     let keep = a.keep_points.then(|| dir.join("points"));
+    let keep_failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let rows = sweep::run_jobs(&plan, &jobs, threads, &|res| {
         let total = events.fetch_add(res.events, Ordering::Relaxed) + res.events;
         bar.set_message(format!(
@@ -414,16 +426,25 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
         bar.inc(1);
         if let Some(k) = &keep {
             let d = k.join(format!("p{}-r{}", res.row.point, res.row.repeat));
-            let _ = write_files(
+            if let Err(e) = write_files(
                 &d,
                 &res.scenario,
                 &res.out,
                 &res.summary,
                 &PerfReport::new(&res.out),
-            );
+            ) {
+                keep_failed
+                    .lock()
+                    .expect("lock")
+                    .get_or_insert(format!("writing {}: {e}", d.display()));
+            }
         }
     });
     bar.finish_and_clear();
+    if let Some(e) = keep_failed.lock().expect("lock").take() {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
     let file = plan.file(shard, rows);
     if let Err(e) = sweep::write(&dir, &file) {
         eprintln!("error: writing {}: {e}", dir.display());

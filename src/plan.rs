@@ -71,7 +71,7 @@ pub fn plan_str(
     stem: &str,
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
-    parse_str(text, file, stem, overrides)?;
+    let base = parse_str(text, file, stem, overrides)?;
     let tree: serde_yaml::Value =
         serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))?;
     let plan = tree
@@ -189,6 +189,17 @@ pub fn plan_str(
             "expected at least one target",
         ));
     }
+    let has_collective = base
+        .workload
+        .iter()
+        .any(|w| matches!(w, crate::workload::Workload::Collective(_)));
+    if targets.busbw_min_gbs.is_some() && !has_collective {
+        return Err(ScenarioError::at(
+            file,
+            "plan.targets.busbw_min",
+            "bus bandwidth needs a collective in the workload",
+        ));
+    }
     if sets.is_empty() {
         return Err(ScenarioError::at(
             file,
@@ -262,17 +273,17 @@ impl Plan {
         let goodput = s.goodput_gbps.aggregate;
         let mut failed = Vec::new();
         if let Some(min) = self.targets.busbw_min_gbs {
-            if busbw.map_or(true, |b| b < min) {
+            if !busbw.is_some_and(|b| b >= min) {
                 failed.push("busbw_min");
             }
         }
         if let Some(max) = self.targets.p99_fct_max_us {
-            if p99.map_or(true, |p| p > max) {
+            if !p99.is_some_and(|p| p <= max) {
                 failed.push("p99_fct_max");
             }
         }
         if let Some(min) = self.targets.goodput_min_gbps {
-            if goodput < min {
+            if goodput.is_nan() || goodput < min {
                 failed.push("goodput_min");
             }
         }

@@ -78,7 +78,11 @@ where
         y1 = y1.max(y);
     }
     if x0 > x1 {
-        (x0, x1, y1) = (0.0, 1.0, 1.0);
+        (x0, x1, y1) = if c.log_x {
+            (1.0, 10.0, 1.0)
+        } else {
+            (0.0, 1.0, 1.0)
+        };
     }
     if x1 <= x0 {
         x1 = x0 + 1.0;
@@ -179,16 +183,29 @@ fn lines(groups: BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Series> {
         .collect()
 }
 
-/// A CSV file as a header and rows of fields (plain commas; our files quote nothing
-/// that these plots read).
+/// A CSV file as a header and rows of fields (quoted fields may hold commas).
 fn read_csv(path: &Path) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     let text = std::fs::read_to_string(path).ok()?;
+    let split = |line: &str| -> Vec<String> {
+        let (mut out, mut cur, mut quoted) = (Vec::new(), String::new(), false);
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    cur.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => out.push(std::mem::take(&mut cur)),
+                _ => cur.push(c),
+            }
+        }
+        out.push(cur);
+        out
+    };
     let mut lines = text.lines();
-    let header: Vec<String> = lines.next()?.split(',').map(String::from).collect();
-    let rows = lines
-        .filter(|l| !l.is_empty())
-        .map(|l| l.split(',').map(String::from).collect())
-        .collect();
+    let header = split(lines.next()?);
+    let rows = lines.filter(|l| !l.is_empty()).map(split).collect();
     Some((header, rows))
 }
 
@@ -197,13 +214,19 @@ fn col(header: &[String], name: &str) -> Option<usize> {
 }
 
 fn num(s: &str) -> Option<f64> {
-    // Swept values may carry units ("4MiB", "300ns"): read their leading number.
-    let t: String = s
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | '+'))
-        .collect();
-    t.parse().ok()
+    // A plain number, or a swept value with a unit: sizes in bytes, durations in us,
+    // rates in Gb/s.
+    let t = s.trim();
+    if let Ok(x) = t.parse::<f64>() {
+        return Some(x);
+    }
+    if let Ok(b) = crate::units::parse_bytes(t) {
+        return Some(b.0 as f64);
+    }
+    if let Ok(d) = crate::units::parse_duration(t) {
+        return Some(d.as_us_f64());
+    }
+    crate::units::parse_rate(t).ok().map(|r| r.0 as f64 / 1e9)
 }
 
 /// Draws every chart the folder's files allow (and, for a compare run, each set's

@@ -196,7 +196,10 @@ pub fn plan_str(
     // The grid's cartesian product, first key slowest, then the listed points.
     let mut sets: Vec<Vec<(String, String)>> = Vec::new();
     if !grid.is_empty() {
-        let total: usize = grid.iter().map(|(_, v)| v.len()).product();
+        let total: usize = grid
+            .iter()
+            .try_fold(1usize, |a, (_, v)| a.checked_mul(v.len()))
+            .unwrap_or(usize::MAX);
         if total > 100_000 {
             return Err(ScenarioError::at(
                 file,
@@ -241,7 +244,14 @@ pub fn plan_str(
     let plan = SweepPlan {
         file: file.to_string(),
         stem: stem.to_string(),
-        hash: fnv(format!("{text}\u{0}{}", overrides.set.join("\u{0}")).as_bytes()),
+        // The scenario text, its overrides and seed, and the simulator's version.
+        hash: fnv(format!(
+            "{text}\u{0}{}\u{0}{:?}\u{0}{}",
+            overrides.set.join("\u{0}"),
+            overrides.seed,
+            env!("CARGO_PKG_VERSION")
+        )
+        .as_bytes()),
         text: text.to_string(),
         overrides: overrides.clone(),
         points,
@@ -470,6 +480,23 @@ pub fn merge(shards: &[SweepFile]) -> Result<SweepFile, String> {
         }
         let [i, n] = s.shard.unwrap_or([0, 1]);
         let [_, n0] = first.shard.unwrap_or([0, 1]);
+        if n == 0 || i >= n {
+            return Err(format!("shard {} says it is shard {i} of {n}", k + 1));
+        }
+        if let Some(r) = s
+            .rows
+            .iter()
+            .find(|r| r.point >= s.points || r.repeat >= s.repeats)
+        {
+            return Err(format!(
+                "shard {} has point {} repeat {}, outside its sweep of {} points x {} repeats",
+                k + 1,
+                r.point,
+                r.repeat,
+                s.points,
+                s.repeats
+            ));
+        }
         if n != n0 {
             return Err(format!(
                 "shard {} was cut {n} ways, the first {n0} ways",
@@ -496,7 +523,7 @@ pub fn merge(shards: &[SweepFile]) -> Result<SweepFile, String> {
         .filter(|&p| (0..first.repeats).any(|r| !seen.contains_key(&(p, r))))
         .collect();
     if !missing.is_empty() {
-        let n = first.shard.map_or(1, |s| s[1]);
+        let n = first.shard.map_or(1, |s| s[1]).max(1);
         let shards_missing: BTreeSet<u32> = missing.iter().map(|p| p % n).collect();
         return Err(format!(
             "incomplete: points {} have not run (shards {} of {n}); run those shards and merge again",
