@@ -617,17 +617,11 @@ impl Sim {
                 }
                 Event::Irq { nic } => self.on_irq_timer(now, nic),
                 Event::CollStart { run } => {
-                    let mut out = std::mem::take(&mut self.coll_out);
-                    self.colls[run as usize].start(now, &mut out);
-                    self.dispatch_sends(now, run, &mut out);
-                    self.coll_out = out;
+                    self.coll_step(now, run, None);
                     true
                 }
                 Event::CollDone { run, xfer } => {
-                    let mut out = std::mem::take(&mut self.coll_out);
-                    self.colls[run as usize].on_done(now, xfer, &mut out);
-                    self.dispatch_sends(now, run, &mut out);
-                    self.coll_out = out;
+                    self.coll_step(now, run, Some(xfer));
                     true
                 }
             };

@@ -11,6 +11,18 @@ use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::FlowDef;
 
 impl Sim {
+    /// Run `run` starts (`xfer` None) or transfer `xfer` landed: the run releases what
+    /// is now ready, and the transfers go out (the buffer is lent and given back).
+    pub(super) fn coll_step(&mut self, now: SimTime, run: u32, xfer: Option<u32>) {
+        let mut out = std::mem::take(&mut self.coll_out);
+        match xfer {
+            None => self.colls[run as usize].start(now, &mut out),
+            Some(x) => self.colls[run as usize].on_done(now, x, &mut out),
+        }
+        self.dispatch_sends(now, run, &mut out);
+        self.coll_out = out;
+    }
+
     /// Carries out the transfers in `out` (and empties it).
     pub(super) fn dispatch_sends(&mut self, now: SimTime, run: u32, out: &mut Vec<Send>) {
         for s in out.drain(..) {
