@@ -8,7 +8,7 @@
 //! grouped by tier. Every figure here is a pure function of the scenario and seed: wall
 //! clock figures live in `PerfReport`.
 
-use crate::fabric::DropReason;
+use crate::components::DropReason;
 use crate::scenario::Scenario;
 use crate::sim::RunOutput;
 use crate::topology::Tier;
@@ -459,7 +459,9 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         ts.util_max = r4(ts.util_max);
         ts.queue_p99_bytes = hist
             .filter(|h| !h.is_empty())
-            .map_or(0, |h| h.value_at_quantile(0.99) * crate::fabric::CELL_BYTES)
+            .map_or(0, |h| {
+                h.value_at_quantile(0.99) * crate::components::CELL_BYTES
+            })
             .min(ts.queue_max_bytes);
         match tier {
             Tier::HostToLeaf => drops.host_to_leaf = ts.drops,
@@ -563,7 +565,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 t.add(p.tier, p.paused_time(out.end) as f64 / 1e6);
             }
             PfcSummary {
-                pause_frames: out.ports.iter().map(|p| p.pause_frames).sum(),
+                pause_frames: out.ingress.iter().map(|i| i.pause_frames).sum(),
                 paused_time_us: t.round(),
             }
         },

@@ -84,6 +84,15 @@ pub enum PktKind {
     Cnp,
 }
 
+impl PktKind {
+    /// The control class (ACK/NAK, CNP): strict priority at switches, never paused, no
+    /// link credits.
+    #[inline]
+    pub fn is_control(self) -> bool {
+        matches!(self, PktKind::Ack | PktKind::Cnp)
+    }
+}
+
 /// Extended transport header bytes (IBTA 9.3): RETH on the first packet of an RDMA WRITE
 /// and on a READ request; AETH on ACKs and on the first and last READ responses.
 pub const RETH_BYTES: u64 = 16;

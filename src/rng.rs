@@ -4,7 +4,7 @@
 //!
 //! The generator is rand's `StdRng` (ChaCha12), locked in `Cargo.lock`.
 
-use crate::topology::mix64;
+use crate::routing::mix64;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 

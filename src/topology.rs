@@ -21,7 +21,6 @@
 //! `spray` is per-packet round robin (over each flow's packets); `adaptive` picks the uplink with the fewest queued
 //! bytes per packet. Leaves out: failures, multi-tier fabrics, rail wiring.
 
-use crate::scenario::schema::Routing;
 use crate::units::{BitsPerSec, SimDuration};
 use serde::Serialize;
 
@@ -256,67 +255,6 @@ impl Topology {
     }
 }
 
-/// Mixes 64 bits (SplitMix64's finalizer): the hash behind ECMP and seed derivation.
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
-}
-
-/// Picks one of `n` choices at switch `switch` for packet `seq` of a flow.
-///
-/// `queued` reports the queued bytes of choice i (used by `adaptive` only).
-#[allow(clippy::too_many_arguments)]
-#[inline]
-pub fn choose(
-    routing: Routing,
-    n: u32,
-    switch: u32,
-    dst: u32,
-    flow_hash: u32,
-    seq: u32,
-    queued: impl Fn(u32) -> u64,
-) -> u32 {
-    if n <= 1 {
-        return 0;
-    }
-    match routing {
-        // Each switch hashes with its own salt, as switches seed their hash functions
-        // differently; the flow hash itself is seeded per run.
-        Routing::Ecmp => (mix64(((switch as u64) << 32) | flow_hash as u64) % n as u64) as u32,
-        // d-mod-k: destination-based, the same for every source.
-        Routing::Static => dst % n,
-        // Round robin over the uplinks per flow: packet i of a flow takes uplink
-        // (offset + i) mod n, the offset hashed from the flow and switch. A per-switch
-        // counter would lock into step with synchronized senders (every host's k-th packet
-        // arriving in the same order each round) and turn spraying into source routing.
-        Routing::Spray => spray_choice(n, switch, flow_hash, seq),
-        Routing::Adaptive => {
-            // Least queued bytes; ties go to the first at or after the spray choice, so an
-            // idle fabric is spread as spray spreads it.
-            let start = spray_choice(n, switch, flow_hash, seq);
-            let mut best = start;
-            let mut best_q = queued(start);
-            for j in 1..n {
-                let c = (start + j) % n;
-                let q = queued(c);
-                if q < best_q {
-                    best = c;
-                    best_q = q;
-                }
-            }
-            best
-        }
-    }
-}
-
-#[inline]
-fn spray_choice(n: u32, switch: u32, flow_hash: u32, seq: u32) -> u32 {
-    let offset = mix64(((switch as u64) << 32) | flow_hash as u64) % n as u64;
-    ((offset + seq as u64) % n as u64) as u32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,28 +326,5 @@ mod tests {
         assert_eq!(t.oversubscription(), Some(2.0));
         t.spines = 0;
         assert_eq!(t.oversubscription(), None);
-    }
-
-    #[test]
-    fn routing_choices() {
-        // static: d mod k
-        assert_eq!(choose(Routing::Static, 4, 0, 13, 0, 0, |_| 0), 1);
-        // spray: round robin over a flow's packets, from a hashed offset
-        let picks: Vec<u32> = (0..6)
-            .map(|i| choose(Routing::Spray, 3, 0, 0, 9, i, |_| 0))
-            .collect();
-        assert_eq!(picks[3..], picks[..3]);
-        let mut first3 = picks[..3].to_vec();
-        first3.sort();
-        assert_eq!(first3, vec![0, 1, 2]);
-        // adaptive: least queued
-        let q = [500u64, 100, 300, 100];
-        assert_eq!(
-            choose(Routing::Adaptive, 4, 0, 0, 0, 0, |i| q[i as usize]),
-            1
-        );
-        // ecmp: same flow, same choice
-        let a = choose(Routing::Ecmp, 8, 2, 0, 77, 0, |_| 0);
-        assert_eq!(a, choose(Routing::Ecmp, 8, 2, 5, 77, 9, |_| 0));
     }
 }

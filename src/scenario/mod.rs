@@ -11,6 +11,8 @@ pub mod locate;
 pub mod schema;
 
 use crate::cc::dcqcn::{DcqcnParams, Preset};
+pub use crate::components::ingress::pfc_headroom;
+pub use crate::components::{BufferLimit, FlowControl, LinkFaults, Red, SwitchConfig};
 use crate::nic::config::HostConfig;
 use crate::packet::Encapsulation;
 use crate::topology::Tier;
@@ -20,8 +22,8 @@ use crate::units::SimDuration;
 use crate::workload::{SizeDist, Workload};
 use schema::PostingMode;
 use schema::{
-    FaultsSpec, Forwarding, LinkFaultSpec, OperationSpec, RcSpec, Routing, ScenarioFile,
-    TransportMode, WorkloadSpec,
+    FaultsSpec, LinkFaultSpec, OperationSpec, RcSpec, Routing, ScenarioFile, TransportMode,
+    WorkloadSpec,
 };
 use std::fmt;
 use std::path::Path;
@@ -66,25 +68,6 @@ impl ScenarioError {
     }
 }
 
-/// Switch buffer admission rule.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum BufferLimit {
-    /// A queue may hold at most alpha x (buffer - used) bytes (Choudhury & Hahne dynamic
-    /// threshold; HPCC's simulator uses alpha = 1/8).
-    Dynamic { alpha: f64 },
-    /// A queue may hold at most this many bytes.
-    PortLimit { bytes: u64 },
-}
-
-/// Switch configuration, resolved.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SwitchConfig {
-    pub latency: SimDuration,
-    pub buffer_bytes: u64,
-    pub limit: BufferLimit,
-    pub forwarding: Forwarding,
-}
-
 /// RC transport configuration, resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RcConfig {
@@ -111,19 +94,6 @@ pub enum Connections {
 pub enum Transport {
     Rc(RcConfig),
     Raw,
-}
-
-/// Loss rates on one link.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LinkFaults {
-    pub ber: f64,
-    pub drop_probability: f64,
-}
-
-impl LinkFaults {
-    pub fn any(&self) -> bool {
-        self.ber > 0.0 || self.drop_probability > 0.0
-    }
 }
 
 /// A link direction that is down over [from, until).
@@ -202,44 +172,6 @@ pub struct Timeseries {
 
 /// Most rows `timeseries.csv` may get.
 pub const MAX_TIMESERIES_ROWS: f64 = 5_000_000.0;
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum FlowControl {
-    Lossy,
-    /// IEEE 802.1Qbb on the data class: PAUSE above `xoff` bytes from one ingress port,
-    /// RESUME at or below `xon`.
-    Pfc {
-        xoff: u64,
-        xon: u64,
-        reaction_time: SimDuration,
-        quanta: u32,
-    },
-    /// InfiniBand credits on the data lane: `vl_buffer` bytes per link, in 64-byte blocks.
-    IbCredit {
-        vl_buffer: u64,
-        update_delay: SimDuration,
-    },
-}
-
-impl FlowControl {
-    pub fn lossless(&self) -> bool {
-        !matches!(self, FlowControl::Lossy)
-    }
-}
-
-/// Bytes that can still arrive at an ingress after it decides to pause: what is on the
-/// wire both ways plus what the sender puts out while the PAUSE crosses and takes effect,
-/// plus a packet in progress at each end (the mlx5 headroom formula has the same terms:
-/// (301 + 2.16 x cable_m) x speed_Gbps + 2.72 x MTU).
-pub fn pfc_headroom(
-    link: &crate::topology::LinkParams,
-    reaction: SimDuration,
-    mtu_wire: u64,
-) -> u64 {
-    let ps = 2 * link.latency.0 + reaction.0 + crate::units::serialization_delay(64, link.rate).0;
-    let bytes = (ps as u128 * link.rate.0 as u128).div_ceil(8 * 1_000_000_000_000) as u64;
-    bytes + 2 * mtu_wire
-}
-
 /// One named set under `compare:`: RC attributes, and optionally its own flow control,
 /// congestion control and ECN marking.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,28 +185,6 @@ pub struct CompareSet {
     pub host: Option<HostConfig>,
     /// The workload with this set's collective overrides, if it has any.
     pub workload: Option<Vec<Workload>>,
-}
-
-/// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
-/// probability `pmax` x (q - kmin) / (kmax - kmin) between, always above `kmax`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Red {
-    pub kmin: u64,
-    pub kmax: u64,
-    pub pmax: f64,
-}
-
-impl Red {
-    /// Marking probability at queue depth `q` bytes (DCQCN §3, RED).
-    pub fn probability(&self, q: u64) -> f64 {
-        if q <= self.kmin {
-            0.0
-        } else if q > self.kmax {
-            1.0
-        } else {
-            self.pmax * (q - self.kmin) as f64 / (self.kmax - self.kmin) as f64
-        }
-    }
 }
 
 impl Scenario {

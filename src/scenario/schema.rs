@@ -5,7 +5,9 @@
 //! (`deny_unknown_fields`). Cross-field checks (an MTU larger than the buffer, more incast
 //! senders than hosts) happen afterwards in [`super::validate`].
 
+pub use crate::components::Forwarding;
 use crate::packet::Encapsulation;
+pub use crate::routing::Routing;
 use crate::units::{parse_bytes, parse_duration, parse_rate, BitsPerSec, Bytes, SimDuration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -462,17 +464,6 @@ fn default_link_latency() -> Duration {
     Duration(SimDuration::from_ns(100))
 }
 
-/// Store-and-forward or cut-through switching.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Forwarding {
-    /// Forward a packet after its last byte has arrived (default).
-    #[default]
-    StoreAndForward,
-    /// Start forwarding once the header has arrived.
-    CutThrough,
-}
-
 /// Switches (leaves and spines alike).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -510,32 +501,6 @@ impl Default for SwitchSpec {
             alpha: None,
             port_limit: None,
             forwarding: Forwarding::default(),
-        }
-    }
-}
-
-/// How a leaf picks an uplink (and a spine one of several parallel links).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Per-flow hash (seeded), as Ethernet ECMP; flows may collide (default).
-    #[default]
-    Ecmp,
-    /// Destination-based d-mod-k, as an InfiniBand subnet manager programs it.
-    Static,
-    /// Per-packet round robin over the uplinks (each flow's packets in turn).
-    Spray,
-    /// Per packet, the uplink with the fewest queued bytes.
-    Adaptive,
-}
-
-impl Routing {
-    pub fn name(self) -> &'static str {
-        match self {
-            Routing::Ecmp => "ecmp",
-            Routing::Static => "static",
-            Routing::Spray => "spray",
-            Routing::Adaptive => "adaptive",
         }
     }
 }

@@ -28,7 +28,8 @@
 //! The sender's own completion (after the ACK) goes through 7 and 8 too: it costs CPU and
 //! interrupts but is not on the message's latency path.
 
-use super::{job_requester, Sim, NO_QP};
+use super::transport::job_requester;
+use super::{Sim, NO_QP};
 use crate::engine::{Event, FlowId};
 use crate::nic::config::{DataPath, HostConfig, ModerationConfig, Notify};
 use crate::nic::interrupts::{InterruptModerator, DIM_LEVELS};
@@ -653,7 +654,7 @@ impl Sim {
             } else {
                 super::RAW_JOB | flow
             };
-            self.hosts[src as usize].activate(job);
+            self.nics[src as usize].activate(job);
             self.kick(now, src);
             return;
         }
@@ -674,7 +675,7 @@ impl Sim {
         }
         if !qp.req_listed && qp.req.has_work() {
             qp.req_listed = true;
-            self.hosts[src as usize].activate(job_requester(slot));
+            self.nics[src as usize].activate(job_requester(slot));
         }
         self.after_requester_input(now, slot);
     }

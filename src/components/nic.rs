@@ -1,21 +1,24 @@
-//! The minimal host: a line-rate sender that round-robins over its jobs.
+//! The NIC's send scheduler: a line-rate sender that round-robins over its jobs.
 //!
-//! Models: a host segments each message into path-MTU packets and puts them on its link
+//! Models: a NIC segments each message into path-MTU packets and puts them on its link
 //! back to back, one packet per turn for each job with work (a raw flow, an RC requester or
 //! an RC responder streaming READ responses), the way a NIC's send scheduler interleaves
 //! queue pairs; ACKs and NAKs go first. Packets are made only when the link is free, so a
 //! host holds no data queue and its memory does not grow with message size.
 //!
-//! Leaves out: everything between the application and the wire (doorbells, WQE fetch,
-//! DMA, completions): the NIC issue replaces this module behind the same seam: `activate`
-//! a job, `pop_job` when the port is free.
+//! The host and NIC pipeline before the wire (doorbells, WQE fetch, DMA, completions) is
+//! `sim::host_model`; queue pairs are `transport::rc`; this scheduler is the seam between
+//! them and the port: `activate` a job, `pop_job` when the port is free.
+//!
+//! Leaves out: weighted or strict priorities between queue pairs, per-QP rate limiters
+//! other than congestion control's pacing.
 
 use crate::engine::PktId;
 use std::collections::VecDeque;
 
-/// A host's send scheduler.
+/// A NIC port's send scheduler.
 #[derive(Debug, Default, Clone)]
-pub struct Host {
+pub struct Nic {
     /// Jobs (flows, or queue-pair halves) that may have a packet to send, in round-robin
     /// order.
     active: VecDeque<u32>,
@@ -27,7 +30,7 @@ pub struct Host {
     pub held: Option<PktId>,
 }
 
-impl Host {
+impl Nic {
     /// A job has data to send: it joins the back of the round robin.
     pub fn activate(&mut self, job: u32) {
         self.active.push_back(job);
@@ -55,7 +58,7 @@ mod tests {
 
     #[test]
     fn round_robin_over_jobs() {
-        let mut h = Host::default();
+        let mut h = Nic::default();
         h.activate(1);
         h.activate(2);
         let mut left = [0u32, 2, 1];

@@ -1,0 +1,73 @@
+//! The fabric's components, each owning its state behind a sans-IO interface.
+//!
+//! | component | file | owns |
+//! |---|---|---|
+//! | egress port | `port.rs` | egress queues (control and data), the serializer, ECN marking, the sender's PFC pause and IB credit gates |
+//! | wire | `wire.rs` | propagation (a ring of packets in flight), link faults |
+//! | ingress | `ingress.rs` | per-link buffer accounting at the receiving switch, PFC Xoff/Xon/refresh, credit return |
+//! | switch | `switch.rs` | the shared buffer, admission (dynamic threshold, port limit), forwarding latency |
+//! | NIC | `nic.rs` | the send scheduler over a host's jobs (round robin), its control queue |
+//!
+//! A component takes `(now, input)` and returns what must happen next (a packet to
+//! start, a frame or a credit update to deliver at a time, a wake-up); it never touches
+//! the event queue. The event loop (`sim`) routes events to components and their outputs
+//! into events, in the order the components return them. A link direction has one id
+//! (`PortId`) shared by its egress port, its wire and the ingress at its far end.
+//!
+//! Leaves out: more than two traffic classes; switch architectures other than output
+//! queueing over one shared buffer.
+
+pub mod ingress;
+pub mod nic;
+pub mod port;
+pub mod switch;
+pub mod wire;
+
+pub use ingress::{FlowControl, Ingress, Upstream};
+pub use nic::Nic;
+pub use port::{EgressPort, Gate, Queued, Red, Transmit};
+pub use switch::{admit, Arrival, BufferLimit, Forwarding, Switch, SwitchConfig};
+pub use wire::{LinkFaults, Loss, OnWire, Wire, WireFaults};
+
+use serde::Serialize;
+
+/// Queue depth histogram unit: 64-byte cells (the InfiniBand credit block).
+pub const CELL_BYTES: u64 = 64;
+
+/// Credits are counted in 64-byte blocks (IBTA vol. 1 7.9.4).
+pub const CREDIT_BLOCK: u64 = 64;
+
+/// Blocks a packet of `wire` bytes needs.
+pub fn credit_blocks(wire: u64) -> u64 {
+    wire.div_ceil(CREDIT_BLOCK)
+}
+
+/// No port (a packet a host or an aggregating switch made).
+pub const NO_PORT: u32 = u32::MAX;
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The switch's shared buffer was full.
+    BufferFull,
+    /// The egress queue was over its dynamic threshold.
+    DynamicThreshold,
+    /// The egress queue was at its static port limit.
+    PortLimit,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [
+        DropReason::BufferFull,
+        DropReason::DynamicThreshold,
+        DropReason::PortLimit,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::BufferFull => "buffer_full",
+            DropReason::DynamicThreshold => "dynamic_threshold",
+            DropReason::PortLimit => "port_limit",
+        }
+    }
+}

@@ -1,0 +1,690 @@
+//! The egress port: one direction of a link as its sender sees it.
+//!
+//! Models (htsim's Queue): a FIFO egress queue per class, a serializer at the link rate,
+//! and the sender's side of link-level flow control.
+//! - Two classes: control (ACK, NAK, CNP) with strict priority among packets that are
+//!   ready, never paused and needing no credit; and data.
+//! - A packet queued at a switch is ready one port-to-port latency after it arrived
+//!   (`Queued::ready`); the port starts it at `max(now, ready)` and stays busy until its
+//!   last bit leaves, so waiting for the switch latency costs no event.
+//! - PFC (IEEE 802.1Qbb): a PAUSE holds the data class for `quanta x 512` bit times
+//!   (refreshed by the receiver while it stays above Xon); a RESUME ends it.
+//! - InfiniBand credits (IBTA vol. 1 7.9.4): a data packet starts only with enough 64-byte
+//!   credits for its whole size; the time spent waiting with data in hand is a stall.
+//! - ECN (DCQCN §3, RED): a packet leaving a switch queue is marked with probability
+//!   `Red::probability(bytes queued behind it)`, at dequeue as HPCC's simulator does:
+//!   the receiver learns of the queue the packet leaves behind, one queueing delay
+//!   fresher than marking at enqueue.
+//!
+//! The port is sans-IO: `enqueue`, `poll_transmit`, `handle_tx_done`, `handle_pause`,
+//! `handle_credits` take the time and return what the event loop must schedule; it never
+//! touches the event queue. A queue's depth counts the bytes waiting plus the packet in
+//! service; it is sampled at every enqueue (what an arriving packet finds) into a
+//! histogram of 64-byte cells.
+//!
+//! Leaves out: more than two traffic classes, deficit or weighted schedulers between
+//! classes, per-priority PFC on more than the data class.
+
+use crate::engine::PktId;
+use crate::topology::{LinkParams, Node, Tier};
+use crate::units::{serialization_delay, SimDuration, SimTime};
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::Rng;
+use std::collections::VecDeque;
+
+use super::{credit_blocks, DropReason, CELL_BYTES, NO_PORT};
+
+/// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
+/// probability `pmax` x (q - kmin) / (kmax - kmin) between, always above `kmax`
+/// (DCQCN §3; Floyd & Jacobson's RED on the instantaneous queue).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Red {
+    pub kmin: u64,
+    pub kmax: u64,
+    pub pmax: f64,
+}
+
+impl Red {
+    /// Marking probability at queue depth `q` bytes.
+    pub fn probability(&self, q: u64) -> f64 {
+        if q <= self.kmin {
+            0.0
+        } else if q > self.kmax {
+            1.0
+        } else {
+            self.pmax * (q - self.kmin) as f64 / (self.kmax - self.kmin) as f64
+        }
+    }
+}
+
+/// A packet waiting in an egress queue: what the port needs to send it, beside its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Queued {
+    /// Earliest start: arrival plus the port-to-port latency (and the cut-through bound).
+    pub ready: SimTime,
+    pub pkt: PktId,
+    pub wire: u32,
+    /// ECN-capable (data, not ACKs or CNPs).
+    pub ect: bool,
+    /// Control class (ACK, NAK, CNP): strict priority, never paused, no credits.
+    pub ctrl: bool,
+    /// The port it arrived over (for per-ingress PFC accounting and credit return);
+    /// `NO_PORT` for a packet the switch made itself.
+    pub ingress: u32,
+}
+
+/// A packet the port starts sending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub pkt: PktId,
+    pub wire: u64,
+    /// When serialization starts (>= now: the switch latency may still be running).
+    pub start: SimTime,
+    /// When its last bit leaves: the port is busy until then.
+    pub end: SimTime,
+    /// Whether ECN marking set Congestion Experienced on it.
+    pub ecn_marked: bool,
+}
+
+/// What a port's end of serialization releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// Wire bytes of the packet that left.
+    pub wire: u64,
+    /// The ingress it came over (`NO_PORT`: a host's own or one the switch made).
+    pub ingress: u32,
+    /// Whether it was a control packet.
+    pub ctrl: bool,
+}
+
+/// Whether the data class may start a packet now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    Open,
+    /// PFC holds it; `Some(t)`: schedule a wake-up at `t` (the first time it is found
+    /// paused; at most one wake-up is pending).
+    Paused(Option<SimTime>),
+    /// IB: not enough credit for the packet; the stall is being timed.
+    NoCredit,
+}
+
+/// One direction of a link, as its sender sees it.
+#[derive(Debug)]
+pub struct EgressPort {
+    pub tier: Tier,
+    pub link: LinkParams,
+    /// The switch whose buffer holds this port's queue; `None` for a host's port.
+    pub switch: Option<u32>,
+    pub to: Node,
+    queue: VecDeque<Queued>,
+    ctrl: VecDeque<Queued>,
+    /// The packet being serialized, if any.
+    in_service: Option<Sent>,
+    // ---- link-level flow control, as the sending side of this link ----
+    /// PFC: how long one PAUSE holds the data class (quanta x 512 bit times).
+    pause_hold: SimDuration,
+    /// PFC: the data class may not start a packet before this time.
+    paused_until: SimTime,
+    /// PFC: start of the current (or last) pause, for accounting.
+    paused_from: SimTime,
+    paused_ps: u64,
+    /// A wake-up is pending for the end of a pause.
+    wake_pending: bool,
+    /// IB credits: 64-byte blocks the receiver has room for; `None` without credits.
+    credits: Option<u64>,
+    stall_since: Option<SimTime>,
+    stall_ps: u64,
+    /// Bytes queued, including the packet being serialized.
+    pub queued_bytes: u64,
+    // ---- statistics ----
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub max_queue_bytes: u64,
+    /// Sum of queue depths seen by arriving packets (for the mean).
+    pub queue_sample_sum: u128,
+    pub queue_samples: u64,
+    /// Queue depth seen by arriving packets, in 64-byte cells (made at the first packet,
+    /// so idle ports cost no memory).
+    pub queue_hist: Option<Histogram<u32>>,
+    hist_cells: u64,
+    pub drops: [u64; 3],
+    pub drop_bytes: u64,
+    /// RED marking at dequeue, and its random stream.
+    red: Option<(Red, StdRng)>,
+    pub ecn_marked: u64,
+}
+
+impl EgressPort {
+    /// A port on `link`; `buffer` sizes its queue histogram, `credits` is the IB credit
+    /// count (`None` without credit flow control), `pause_hold` one PAUSE's hold time.
+    pub fn new(tier: Tier, link: LinkParams, switch: Option<u32>, to: Node, buffer: u64) -> Self {
+        EgressPort {
+            hist_cells: (buffer / CELL_BYTES).max(2) + 1,
+            tier,
+            link,
+            switch,
+            to,
+            queue: VecDeque::new(),
+            ctrl: VecDeque::new(),
+            in_service: None,
+            pause_hold: SimDuration::ZERO,
+            paused_until: SimTime::ZERO,
+            paused_from: SimTime::ZERO,
+            paused_ps: 0,
+            wake_pending: false,
+            credits: None,
+            stall_since: None,
+            stall_ps: 0,
+            queued_bytes: 0,
+            tx_bytes: 0,
+            tx_packets: 0,
+            max_queue_bytes: 0,
+            queue_sample_sum: 0,
+            queue_samples: 0,
+            queue_hist: None,
+            drops: [0; 3],
+            drop_bytes: 0,
+            red: None,
+            ecn_marked: 0,
+        }
+    }
+
+    /// PFC: one PAUSE holds the data class for `quanta` x 512 bit times at this link's
+    /// rate (IEEE 802.1Qbb).
+    pub fn with_pfc(mut self, quanta: u32) -> Self {
+        self.pause_hold = serialization_delay(quanta as u64 * 64, self.link.rate);
+        self
+    }
+
+    /// IB: the receiver starts with room for `blocks` 64-byte credits.
+    pub fn with_credits(mut self, blocks: u64) -> Self {
+        self.credits = Some(blocks);
+        self
+    }
+
+    /// ECN: RED marking at dequeue with its own random stream.
+    pub fn with_red(mut self, red: Red, rng: StdRng) -> Self {
+        self.red = Some((red, rng));
+        self
+    }
+
+    /// Whether the port is serializing a packet.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        self.in_service.is_some()
+    }
+
+    /// Packets waiting (both classes), not counting the one in service.
+    pub fn waiting(&self) -> usize {
+        self.queue.len() + self.ctrl.len()
+    }
+
+    /// A switch queues `q` for this port: the depth it finds (bytes waiting plus the
+    /// packet in service) is sampled before it is added.
+    #[inline]
+    pub fn enqueue(&mut self, q: Queued) {
+        self.record_arrival(q.wire as u64);
+        if q.ctrl {
+            self.ctrl.push_back(q);
+        } else {
+            self.queue.push_back(q);
+        }
+    }
+
+    #[inline]
+    fn record_arrival(&mut self, wire: u64) {
+        let q = self.queued_bytes;
+        self.queued_bytes += wire;
+        self.max_queue_bytes = self.max_queue_bytes.max(q);
+        self.queue_sample_sum += q as u128;
+        self.queue_samples += 1;
+        let cells = self.hist_cells;
+        self.queue_hist
+            .get_or_insert_with(|| {
+                Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
+            })
+            .saturating_record(q.div_ceil(CELL_BYTES));
+    }
+
+    /// PFC: whether the data class is held at `now`.
+    pub fn pause_gate(&mut self, now: SimTime) -> Gate {
+        if self.paused_until > now {
+            let wake = (!self.wake_pending).then(|| {
+                self.wake_pending = true;
+                self.paused_until
+            });
+            return Gate::Paused(wake);
+        }
+        Gate::Open
+    }
+
+    /// IB: whether there is credit for a `wire`-byte packet; starts or ends the timing
+    /// of a stall. Always open without credits.
+    pub fn credit_gate(&mut self, now: SimTime, wire: u64) -> Gate {
+        if let Some(c) = self.credits {
+            if c < credit_blocks(wire) {
+                self.stall_since.get_or_insert(now);
+                return Gate::NoCredit;
+            }
+            if let Some(s) = self.stall_since.take() {
+                self.stall_ps += now.0 - s.0;
+            }
+        }
+        Gate::Open
+    }
+
+    /// Both gates, in order (pause first).
+    pub fn data_gate(&mut self, now: SimTime, wire: u64) -> Gate {
+        match self.pause_gate(now) {
+            Gate::Open => self.credit_gate(now, wire),
+            held => held,
+        }
+    }
+
+    /// Whether `data_gate` would open, without its bookkeeping.
+    pub fn data_gate_open(&self, now: SimTime, wire: u64) -> bool {
+        self.paused_until <= now && self.credits.map_or(true, |c| c >= credit_blocks(wire))
+    }
+
+    /// IB: spends the credits of a `wire`-byte data packet (after an open gate).
+    #[inline]
+    pub fn spend_credits(&mut self, wire: u64) {
+        if let Some(c) = &mut self.credits {
+            *c -= credit_blocks(wire);
+        }
+    }
+
+    /// The wake-up scheduled by `pause_gate` happened.
+    pub fn handle_wake(&mut self) {
+        self.wake_pending = false;
+    }
+
+    /// IB: `blocks` credits came back.
+    pub fn handle_credits(&mut self, blocks: u64) {
+        if let Some(c) = &mut self.credits {
+            *c += blocks;
+        }
+    }
+
+    /// PFC: a PAUSE (hold the data class for one hold time from now) or a RESUME takes
+    /// effect. Returns whether the port may be able to send again (a RESUME).
+    pub fn handle_pause(&mut self, now: SimTime, pause: bool) -> bool {
+        if pause {
+            if self.paused_until <= now {
+                // A new pause: close the books on the last one.
+                self.paused_ps += self.paused_until.0.saturating_sub(self.paused_from.0);
+                self.paused_from = now;
+            }
+            self.paused_until = now + self.pause_hold;
+            false
+        } else {
+            if self.paused_until > now {
+                self.paused_until = now;
+            }
+            true
+        }
+    }
+
+    /// Whether a PAUSE holds the data class at `now` (for sampling).
+    pub fn is_paused(&self, now: SimTime) -> bool {
+        self.paused_until > now
+    }
+
+    /// A switch port that is idle picks its next packet: a control packet first among
+    /// packets that are ready (one still inside the switch does not hold up a data
+    /// packet that is ready sooner), else data if the gates allow.
+    ///
+    /// `Err(Some(t))`: nothing can start, and a wake-up is needed at `t` (pause end).
+    pub fn poll_transmit(&mut self, now: SimTime) -> Result<Transmit, Option<SimTime>> {
+        if self.busy() {
+            return Err(None);
+        }
+        let take_ctrl = match (self.ctrl.front(), self.queue.front()) {
+            (Some(c), Some(d)) => {
+                c.ready.max(now) <= d.ready.max(now) || !self.data_gate_open(now, d.wire as u64)
+            }
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let next = if take_ctrl {
+            self.ctrl.pop_front().expect("ctrl head")
+        } else {
+            let Some(&head) = self.queue.front() else {
+                return Err(None);
+            };
+            match self.data_gate(now, head.wire as u64) {
+                Gate::Open => {}
+                Gate::Paused(wake) => return Err(wake),
+                Gate::NoCredit => return Err(None),
+            }
+            self.spend_credits(head.wire as u64);
+            self.queue.pop_front().expect("head")
+        };
+        Ok(self.transmit(next, now.max(next.ready)))
+    }
+
+    /// Starts serializing a packet at `start` (a host's packet: queued by nobody; a
+    /// switch's: from `poll_transmit`). An ECN-capable packet may be marked here.
+    pub fn transmit(&mut self, q: Queued, start: SimTime) -> Transmit {
+        debug_assert!(!self.busy(), "a port sends one packet at a time");
+        let wire = q.wire as u64;
+        let mut ecn_marked = false;
+        if q.ect {
+            if let Some((red, rng)) = &mut self.red {
+                let behind = self.queued_bytes.saturating_sub(wire);
+                let prob = red.probability(behind);
+                if prob > 0.0 && (prob >= 1.0 || rng.gen::<f64>() < prob) {
+                    self.ecn_marked += 1;
+                    ecn_marked = true;
+                }
+            }
+        }
+        let end = start + serialization_delay(wire, self.link.rate);
+        self.in_service = Some(Sent {
+            wire,
+            ingress: q.ingress,
+            ctrl: q.ctrl,
+        });
+        Transmit {
+            pkt: q.pkt,
+            wire,
+            start,
+            end,
+            ecn_marked,
+        }
+    }
+
+    /// A host's own packet (never queued, never marked) starts at `start`.
+    pub fn transmit_own(&mut self, pkt: PktId, wire: u64, start: SimTime) -> Transmit {
+        self.transmit(
+            Queued {
+                ready: start,
+                pkt,
+                wire: wire as u32,
+                ect: false,
+                ctrl: false,
+                ingress: NO_PORT,
+            },
+            start,
+        )
+    }
+
+    /// The packet in service has left (its last bit is out): counted now, so a run cut
+    /// by `duration` counts only what was sent. A switch port's queue releases its bytes.
+    pub fn handle_tx_done(&mut self) -> Sent {
+        let sent = self.in_service.take().expect("a port finishing a packet");
+        self.tx_bytes += sent.wire;
+        self.tx_packets += 1;
+        if self.switch.is_some() {
+            self.queued_bytes -= sent.wire;
+        }
+        sent
+    }
+
+    pub fn count_drop(&mut self, reason: DropReason, wire: u64) {
+        self.drops[reason as usize] += 1;
+        self.drop_bytes += wire;
+    }
+
+    pub fn dropped_packets(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Time spent paused up to `end` (closing an open pause at `end`).
+    pub fn paused_time(&self, end: SimTime) -> u64 {
+        let open = if self.paused_until > self.paused_from {
+            self.paused_until
+                .min(end)
+                .0
+                .saturating_sub(self.paused_from.0)
+        } else {
+            0
+        };
+        self.paused_ps + open
+    }
+
+    /// Time spent with data waiting and no credit, up to `end`.
+    pub fn stalled_time(&self, end: SimTime) -> u64 {
+        self.stall_ps + self.stall_since.map_or(0, |s| end.0.saturating_sub(s.0))
+    }
+
+    /// Mean queue depth seen by arriving packets, bytes.
+    pub fn mean_queue_bytes(&self) -> f64 {
+        if self.queue_samples == 0 {
+            0.0
+        } else {
+            self.queue_sample_sum as f64 / self.queue_samples as f64
+        }
+    }
+
+    /// The 99th percentile queue depth seen by arriving packets, bytes (64-byte cells,
+    /// rounded up, 2 significant digits).
+    pub fn p99_queue_bytes(&self) -> u64 {
+        match &self.queue_hist {
+            // The histogram rounds up to its bucket; never report more than was seen.
+            Some(h) if !h.is_empty() => {
+                (h.value_at_quantile(0.99) * CELL_BYTES).min(self.max_queue_bytes)
+            }
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Stream};
+    use crate::units::BitsPerSec;
+
+    const G100: BitsPerSec = BitsPerSec(100_000_000_000);
+
+    fn link() -> LinkParams {
+        LinkParams {
+            rate: G100,
+            latency: SimDuration::from_ns(1000),
+        }
+    }
+
+    fn switch_port() -> EgressPort {
+        EgressPort::new(Tier::LeafToSpine, link(), Some(0), Node::Switch(1), 1 << 20)
+    }
+
+    fn q(pkt: PktId, wire: u32, ready: u64, ctrl: bool) -> Queued {
+        Queued {
+            ready: SimTime(ready),
+            pkt,
+            wire,
+            ect: !ctrl,
+            ctrl,
+            ingress: 7,
+        }
+    }
+
+    #[test]
+    fn serializes_at_the_link_rate_and_releases_at_the_end() {
+        let mut p = switch_port();
+        p.enqueue(q(1, 1000, 0, false));
+        let tx = p.poll_transmit(SimTime(0)).unwrap();
+        // 1000 B at 100 Gb/s = 80 ns.
+        assert_eq!((tx.pkt, tx.start, tx.end), (1, SimTime(0), SimTime(80_000)));
+        assert!(p.busy());
+        assert_eq!(
+            p.poll_transmit(SimTime(10)),
+            Err(None),
+            "one packet at a time"
+        );
+        assert_eq!(p.queued_bytes, 1000, "in service counts as queued");
+        let sent = p.handle_tx_done();
+        assert_eq!((sent.wire, sent.ingress, sent.ctrl), (1000, 7, false));
+        assert_eq!((p.queued_bytes, p.tx_bytes, p.tx_packets), (0, 1000, 1));
+    }
+
+    #[test]
+    fn a_packet_waits_for_the_switch_latency_without_an_event() {
+        let mut p = switch_port();
+        p.enqueue(q(1, 1000, 300_000, false));
+        let tx = p.poll_transmit(SimTime(100_000)).unwrap();
+        assert_eq!(tx.start, SimTime(300_000));
+        assert_eq!(tx.end, SimTime(380_000));
+    }
+
+    #[test]
+    fn control_goes_first_among_ready_packets_only() {
+        let mut p = switch_port();
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 64, 0, true));
+        assert_eq!(
+            p.poll_transmit(SimTime(0)).unwrap().pkt,
+            2,
+            "ready control first"
+        );
+        p.handle_tx_done();
+        assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 1);
+        p.handle_tx_done();
+        // A control packet still inside the switch does not hold up ready data.
+        p.enqueue(q(3, 1000, 0, false));
+        p.enqueue(q(4, 64, 50_000, true));
+        assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 3);
+    }
+
+    #[test]
+    fn fifo_within_a_class() {
+        let mut p = switch_port();
+        for i in 0..5 {
+            p.enqueue(q(i, 500, 0, false));
+        }
+        let order: Vec<PktId> = (0..5)
+            .map(|_| {
+                let t = p.poll_transmit(SimTime(0)).unwrap().pkt;
+                p.handle_tx_done();
+                t
+            })
+            .collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn pfc_pause_holds_data_for_the_quanta_and_resume_ends_it() {
+        // 65535 quanta x 512 bit times at 100 Gb/s = 335.5392 us.
+        let mut p = switch_port().with_pfc(65535);
+        p.enqueue(q(1, 1000, 0, false));
+        assert!(!p.handle_pause(SimTime(0), true));
+        assert!(p.is_paused(SimTime(335_539_199)));
+        assert!(!p.is_paused(SimTime(335_539_200)));
+        // Paused: the first look asks for one wake-up at the pause's end, later ones not.
+        assert_eq!(
+            p.poll_transmit(SimTime(10)),
+            Err(Some(SimTime(335_539_200)))
+        );
+        assert_eq!(p.poll_transmit(SimTime(20)), Err(None));
+        // Control is never paused.
+        p.enqueue(q(2, 64, 0, true));
+        assert_eq!(p.poll_transmit(SimTime(30)).unwrap().pkt, 2);
+        p.handle_tx_done();
+        // RESUME ends the pause at once and says the port may send.
+        assert!(p.handle_pause(SimTime(1_000_000), false));
+        p.handle_wake();
+        assert_eq!(p.poll_transmit(SimTime(1_000_000)).unwrap().pkt, 1);
+        assert_eq!(p.paused_time(SimTime(5_000_000)), 1_000_000);
+    }
+
+    #[test]
+    fn a_refreshed_pause_is_one_pause_in_the_accounting() {
+        let mut p = switch_port().with_pfc(1000);
+        let hold = serialization_delay(64_000, G100).0;
+        p.handle_pause(SimTime(0), true);
+        p.handle_pause(SimTime(hold / 2), true);
+        assert_eq!(p.paused_time(SimTime(10 * hold)), hold / 2 + hold);
+    }
+
+    #[test]
+    fn credits_are_spent_per_64_byte_block_and_stalls_are_timed() {
+        let mut p = switch_port().with_credits(20);
+        // 1000 B = 16 blocks.
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 1000, 0, false));
+        assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 1);
+        p.handle_tx_done();
+        // 4 blocks left: packet 2 stalls from t = 100.
+        assert_eq!(p.poll_transmit(SimTime(100)), Err(None));
+        p.handle_credits(11);
+        assert_eq!(p.poll_transmit(SimTime(150)), Err(None), "15 < 16 blocks");
+        p.handle_credits(1);
+        assert_eq!(p.poll_transmit(SimTime(400)).unwrap().pkt, 2);
+        assert_eq!(p.stalled_time(SimTime(1000)), 300);
+        // Control needs no credit.
+        p.handle_tx_done();
+        p.enqueue(q(3, 64, 0, true));
+        assert_eq!(p.poll_transmit(SimTime(500)).unwrap().pkt, 3);
+    }
+
+    #[test]
+    fn red_marks_by_the_queue_left_behind() {
+        let red = Red {
+            kmin: 2000,
+            kmax: 4000,
+            pmax: 1.0,
+        };
+        assert_eq!(red.probability(2000), 0.0);
+        assert_eq!(red.probability(3000), 0.5);
+        assert_eq!(red.probability(4000), 1.0);
+        assert_eq!(red.probability(4001), 1.0);
+        let mut p = switch_port().with_red(red, stream(1, Stream::Ecn, 0, 0));
+        // Five packets of 1000 B: the first leaves 4000 B behind (marked for sure), the
+        // last leaves none; control packets are never marked.
+        for i in 0..5 {
+            p.enqueue(q(i, 1000, 0, false));
+        }
+        let marks: Vec<bool> = (0..5)
+            .map(|_| {
+                let m = p.poll_transmit(SimTime(0)).unwrap().ecn_marked;
+                p.handle_tx_done();
+                m
+            })
+            .collect();
+        assert!(marks[0]);
+        assert!(!marks[3] && !marks[4]);
+        p.enqueue(q(9, 64, 0, true));
+        for i in 0..8 {
+            p.enqueue(q(i, 1000, 0, false));
+        }
+        assert!(!p.poll_transmit(SimTime(0)).unwrap().ecn_marked);
+    }
+
+    #[test]
+    fn red_marks_at_pmax_share_in_between() {
+        // q behind = 3000 between kmin 2000 and kmax 4000 with pmax 0.2: p = 0.1.
+        let red = Red {
+            kmin: 2000,
+            kmax: 4000,
+            pmax: 0.2,
+        };
+        let mut p = switch_port().with_red(red, stream(3, Stream::Ecn, 5, 0));
+        let n = 20_000;
+        let mut marked = 0;
+        for i in 0..n {
+            for j in 0..4 {
+                p.enqueue(q(i * 4 + j, 1000, 0, false));
+            }
+            marked += p.poll_transmit(SimTime(0)).unwrap().ecn_marked as u32;
+            p.handle_tx_done();
+            for _ in 0..3 {
+                p.poll_transmit(SimTime(0)).unwrap();
+                p.handle_tx_done();
+            }
+        }
+        // Binomial(20000, 0.1): sd 42; 5 sd is 212.
+        assert!((marked as i64 - 2000).abs() < 212, "{marked}");
+    }
+
+    #[test]
+    fn queue_depth_is_sampled_as_arrivals_find_it() {
+        let mut p = switch_port();
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 3000, 0, false));
+        assert_eq!(p.max_queue_bytes, 1000);
+        assert_eq!(p.mean_queue_bytes(), 500.0);
+        assert_eq!(p.p99_queue_bytes(), 1000);
+    }
+}

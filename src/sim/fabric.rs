@@ -1,0 +1,321 @@
+//! The event loop's glue for the fabric: it routes a packet from an egress port onto its
+//! wire, from the wire into a switch (or a host), and from the switch into the next
+//! egress port, turning what each component returns into events. The rules themselves
+//! (serialization, marking, PFC, credits, admission, routing) live in `components` and
+//! `routing`; nothing here decides anything a component could.
+
+use super::Sim;
+use crate::components::ingress::Upstream;
+use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
+use crate::engine::{Event, FlowId, PktId, PortId};
+use crate::packet::{PktKind, FLAG_ECN};
+use crate::routing::{Candidates, RouteKey};
+use crate::topology::Node;
+use crate::units::SimTime;
+
+impl Sim {
+    /// A host's own packet starts on its port at `start`.
+    #[inline]
+    pub(super) fn start_tx(&mut self, port: PortId, pkt: PktId, wire: u64, start: SimTime) {
+        let tx = self.ports[port as usize].transmit_own(pkt, wire, start);
+        self.launch(port, tx);
+    }
+
+    /// A packet started on `port`: its end of serialization, and its arrival at the far
+    /// end if it is alone on the wire. The packet itself is not touched unless marked:
+    /// what the port needs travels beside its id, so a busy port does not miss the cache
+    /// on every packet it sends.
+    #[inline]
+    fn launch(&mut self, port: PortId, tx: Transmit) {
+        if tx.ecn_marked {
+            self.pool.get_mut(tx.pkt).flags |= FLAG_ECN;
+        }
+        self.q.schedule(tx.end, Event::TxDone { port });
+        if let Some(at) = self.wires[port as usize].launch(tx.pkt, tx.wire, tx.start, tx.end) {
+            self.q.schedule(at, Event::Arrive { port });
+        }
+    }
+
+    /// What an ingress sends back to its link's sender, as events.
+    #[inline]
+    fn upstream(&mut self, port: PortId, u: Upstream) {
+        match u {
+            Upstream::Pfc { at, pause } => self.q.schedule(at, Event::Pfc { port, pause }),
+            Upstream::Refresh { at } => self.q.schedule(at, Event::PfcRefresh { port }),
+            Upstream::Credit { at, blocks } => self.q.schedule(at, Event::Credit { port, blocks }),
+        }
+    }
+
+    /// IB: the credits of `wire` bytes that crossed `port` go back to its sender.
+    #[inline]
+    fn credits_back(&mut self, now: SimTime, port: PortId, wire: u64) {
+        if let Some(u) = self.ingress[port as usize].credits_back(now, wire) {
+            self.upstream(port, u);
+        }
+    }
+
+    pub(super) fn on_tx_done(&mut self, now: SimTime, port: PortId) {
+        let sent = self.ports[port as usize].handle_tx_done();
+        match self.ports[port as usize].switch {
+            None => self.host_send(now, port), // host ports are numbered by host
+            Some(sw) => {
+                // Packets a switch made itself (in-network aggregation) never took
+                // shared buffer.
+                if sent.ingress != NO_PORT {
+                    self.switches[sw as usize].handle_departure(sent.wire);
+                    if !sent.ctrl {
+                        if let Some(u) =
+                            self.ingress[sent.ingress as usize].handle_released(now, sent.wire)
+                        {
+                            self.upstream(sent.ingress, u);
+                        }
+                    }
+                }
+                self.try_start(now, port);
+            }
+        }
+    }
+
+    /// The first packet on `port`'s wire reaches the far end.
+    pub(super) fn on_arrive(&mut self, now: SimTime, port: PortId) {
+        let (w, next) = self.wires[port as usize].handle_arrive(now);
+        if let Some(t) = next {
+            self.q.schedule(t, Event::Arrive { port });
+        }
+        self.arrived(now, port, w);
+    }
+
+    fn arrived(&mut self, now: SimTime, port: PortId, w: OnWire) {
+        let pkt = w.pkt;
+        if let Some(loss) = self.wires[port as usize].fault(now, w.wire as u64) {
+            self.fault_totals.count(loss);
+            let p = *self.pool.get(pkt);
+            // The receiver never buffered it: its credits go back.
+            if !p.kind.is_control() {
+                self.credits_back(now, port, w.wire as u64);
+            }
+            self.pool.free(pkt);
+            self.flows[p.flow as usize].packets_dropped += 1;
+            return;
+        }
+        match self.ports[port as usize].to {
+            Node::Host(h) => {
+                // A host takes packets off the wire at once: its credits go straight back.
+                if !self.pool.get(pkt).kind.is_control() {
+                    self.credits_back(now, port, w.wire as u64);
+                }
+                self.deliver(now, h, pkt)
+            }
+            Node::Switch(sw) => self.forward(now, sw, pkt, w.tail, port),
+        }
+    }
+
+    /// Whether PFC holds `port`'s data class now (and if so, arranges a wake-up when the
+    /// pause runs out).
+    pub(super) fn data_paused(&mut self, now: SimTime, port: PortId) -> bool {
+        match self.ports[port as usize].pause_gate(now) {
+            Gate::Paused(wake) => {
+                if let Some(t) = wake {
+                    self.q.schedule(t, Event::PortWake { port });
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// IB: spends the credits for a `wire`-byte packet on `port`, or starts timing a
+    /// stall and returns false. Always true without IB credits.
+    pub(super) fn take_credits(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
+        let p = &mut self.ports[port as usize];
+        if p.credit_gate(now, wire) != Gate::Open {
+            return false;
+        }
+        p.spend_credits(wire);
+        true
+    }
+
+    /// `port` may be able to send again (pause over, credits back).
+    pub(super) fn wake_port(&mut self, now: SimTime, port: PortId) {
+        match self.ports[port as usize].switch {
+            None => self.kick(now, port), // host ports are numbered by host
+            Some(_) => self.try_start(now, port),
+        }
+    }
+
+    /// An idle switch port starts its next packet, if it can.
+    pub(super) fn try_start(&mut self, now: SimTime, port: PortId) {
+        match self.ports[port as usize].poll_transmit(now) {
+            Ok(tx) => self.launch(port, tx),
+            Err(Some(wake)) => self.q.schedule(wake, Event::PortWake { port }),
+            Err(None) => {}
+        }
+    }
+
+    /// The refresh check of a PAUSE held against `port`'s sender; whether it acted.
+    pub(super) fn on_pfc_refresh(&mut self, now: SimTime, port: PortId) -> bool {
+        let Some(frames) = self.ingress[port as usize].handle_refresh(now) else {
+            return false;
+        };
+        for f in frames.into_iter().flatten() {
+            self.upstream(port, f);
+        }
+        true
+    }
+
+    /// A PFC frame takes effect at the sending side of `port`.
+    pub(super) fn on_pfc(&mut self, now: SimTime, port: PortId, pause: bool) {
+        if self.ports[port as usize].handle_pause(now, pause) {
+            self.wake_port(now, port);
+        }
+    }
+
+    /// Credits came back to the sending side of `port`.
+    pub(super) fn on_credit(&mut self, now: SimTime, port: PortId, blocks: u32) {
+        self.ports[port as usize].handle_credits(blocks as u64);
+        self.wake_port(now, port);
+    }
+
+    /// The egress port a packet at switch `sw` leaves by; `None` if it is addressed to
+    /// `sw` itself (in-network aggregation).
+    fn route(&mut self, now: SimTime, sw: u32, pkt: PktId) -> Option<PortId> {
+        let p = self.pool.get(pkt);
+        let (dst, flow_hash, seq) = (p.dst, p.flow_hash, p.seq);
+        let topo = &self.topo;
+        let ports = &self.ports;
+        let hosts = topo.hosts();
+        if dst >= hosts {
+            // Addressed to a switch: one fixed path (aggregation trees are static).
+            let target = dst - hosts;
+            if target == sw {
+                return None;
+            }
+            let k = flow_hash % topo.links_per_spine;
+            return Some(if topo.is_leaf(sw) {
+                topo.leaf_up(sw, (target - topo.leaves) * topo.links_per_spine + k)
+            } else {
+                topo.spine_down(sw - topo.leaves, target, k)
+            });
+        }
+        let key = RouteKey {
+            switch: sw,
+            dst,
+            flow_hash,
+            seq,
+        };
+        Some(if topo.is_leaf(sw) {
+            if topo.leaf_of(dst) == sw {
+                topo.leaf_down(dst)
+            } else {
+                let load = |u| ports[topo.leaf_up(sw, u) as usize].queued_bytes;
+                let n = topo.uplinks_per_leaf();
+                topo.leaf_up(sw, self.routing.choose(now, key, Candidates { n, load }))
+            }
+        } else {
+            let spine = sw - topo.leaves;
+            let leaf = topo.leaf_of(dst);
+            let load = |k| ports[topo.spine_down(spine, leaf, k) as usize].queued_bytes;
+            let n = topo.links_per_spine;
+            topo.spine_down(
+                spine,
+                leaf,
+                self.routing.choose(now, key, Candidates { n, load }),
+            )
+        })
+    }
+
+    /// A packet reached switch `sw` over `in_port` (its tail arrives at `tail`): routed,
+    /// admitted to the egress queue or dropped.
+    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId, tail: SimTime, in_port: PortId) {
+        let Some(out) = self.route(now, sw, pkt) else {
+            self.switch_consume(now, tail, pkt, in_port);
+            return;
+        };
+        let p = self.pool.get(pkt);
+        let wire = p.wire as u64;
+        let ctrl = p.kind.is_control();
+        let arrival = Arrival {
+            pkt,
+            wire,
+            tail,
+            ctrl,
+            ect: matches!(p.kind, PktKind::Data | PktKind::ReadResponse),
+            ingress: in_port,
+        };
+        let port = &self.ports[out as usize];
+        let (queued, rate) = (port.queued_bytes, port.link.rate);
+        match self.switches[sw as usize].handle_arrival(now, arrival, queued, rate) {
+            Err(reason) => {
+                // A lossless fabric never drops for its thresholds: PFC headroom and IB
+                // credits keep the buffer from overflowing; only a full buffer (a bug)
+                // would drop.
+                debug_assert!(!self.lossless, "a lossless fabric dropped a packet");
+                if !ctrl {
+                    self.credits_back(now, in_port, wire);
+                }
+                self.drop_packet(out, pkt, reason);
+            }
+            Ok(q) => {
+                self.ports[out as usize].enqueue(q);
+                if !ctrl {
+                    let frames = self.ingress[in_port as usize].handle_admitted(now, wire);
+                    for f in frames.into_iter().flatten() {
+                        self.upstream(in_port, f);
+                    }
+                }
+                self.try_start(now, out);
+            }
+        }
+    }
+
+    /// A packet addressed to this switch arrived: the switch's aggregation engine takes
+    /// it (its credits go back at once, as at a host).
+    fn switch_consume(&mut self, now: SimTime, tail: SimTime, pkt: PktId, in_port: PortId) {
+        let p = *self.pool.get(pkt);
+        self.pool.free(pkt);
+        self.credits_back(now, in_port, p.wire as u64);
+        // The switch has the packet once its tail is in (cut-through hands it over at
+        // the head).
+        let at = tail.max(now);
+        let f = &mut self.flows[p.flow as usize];
+        f.delivered += p.payload as u64;
+        if f.delivered == f.def.size && f.finish.is_none() {
+            f.finish = Some(at);
+            f.outcome = super::Outcome::Completed;
+            self.message_done(at, p.flow);
+        }
+    }
+
+    /// A switch sends `flow` (all of it) out of `port`, as packets queued at once `now`
+    /// plus the switch latency (in-network aggregation: a reduced or multicast chunk).
+    pub(super) fn inject(&mut self, now: SimTime, port: PortId, flow: FlowId) {
+        let (size, src, dst) = {
+            let f = &self.flows[flow as usize];
+            (f.def.size, f.def.src, f.def.dst)
+        };
+        let sw = self.ports[port as usize].switch.expect("a switch port");
+        let packets = size.div_ceil(self.mtu).max(1);
+        for i in 0..packets {
+            let payload = (size - i * self.mtu).min(self.mtu);
+            let mut pk = self.new_packet(flow, src, dst, PktKind::Data);
+            pk.seq = i as u32;
+            pk.payload = payload as u32;
+            pk.wire = (payload + self.overhead) as u32;
+            let wire = pk.wire as u64;
+            let id = self.pool.alloc(pk);
+            let f = &mut self.flows[flow as usize];
+            f.packets_sent += 1;
+            f.segmented += payload;
+            let q = self.switches[sw as usize].own_packet(now, id, wire);
+            self.ports[port as usize].enqueue(q);
+        }
+        self.try_start(now, port);
+    }
+
+    fn drop_packet(&mut self, port: PortId, pkt: PktId, reason: DropReason) {
+        let p = *self.pool.get(pkt);
+        self.pool.free(pkt);
+        self.ports[port as usize].count_drop(reason, p.wire as u64);
+        self.flows[p.flow as usize].packets_dropped += 1;
+    }
+}

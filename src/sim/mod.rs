@@ -1,0 +1,698 @@
+//! The simulation: the event loop, and the state it routes between components.
+//!
+//! A run is a pure function of the scenario and its seed. The loop pops the earliest
+//! event and hands it to the component it names; whatever the component returns (a
+//! packet to start, a frame to deliver, a timer) becomes new events. The rules live in
+//! the components:
+//! - `components::port` (egress queues, serializer, ECN marking, PFC/credit gates),
+//!   `components::wire` (propagation, faults), `components::ingress` (PFC Xoff/Xon,
+//!   credit return), `components::switch` (shared buffer, admission), `routing` (which
+//!   port), `components::nic` (the send scheduler);
+//! - `transport::rc` (queue pairs, sans-IO) and `cc` (congestion control);
+//! - `sim::host_model` (doorbells, WQE fetch, DMA, completions, interrupts) and
+//!   `collective` (NCCL-style collectives).
+//!
+//! This module holds the loop and the run's bookkeeping; `fabric.rs` moves packets
+//! between ports, wires and switches; `transport.rs` between packets and queue pairs;
+//! `host_model.rs` and `collective_glue.rs` between messages and the host pipeline or a
+//! collective's schedule.
+//!
+//! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver, one
+//! pending per wire: the wire is a ring); a packet waiting for the switch latency does
+//! not need a third, because the egress port starts it at `max(now, ready)` and stays
+//! busy until it ends. A queue pair keeps at most one timer event pending, re-armed
+//! lazily: a timer event that finds its deadline moved later re-schedules itself instead
+//! of acting. Packets come from a pool; queues are `VecDeque`s of packet ids that grow
+//! once and are reused.
+
+use crate::analytic::ideal_fct;
+use crate::cc::dcqcn::DcqcnParams;
+use crate::components::{
+    EgressPort, FlowControl, Forwarding, Ingress, Loss, Nic, Switch, Wire, WireFaults, CREDIT_BLOCK,
+};
+use crate::engine::{Event, EventQueue, FlowId};
+use crate::packet::PacketPool;
+use crate::rng::{stream, stream_seed, Stream};
+use crate::routing::RoutingPolicy;
+use crate::scenario::{RcConfig, Scenario, Transport};
+use crate::topology::{Node, Tier, Topology};
+use crate::transport::rc::{Op, RequesterStats, WcStatus};
+use crate::units::{SimDuration, SimTime};
+use crate::workload::{expand, FlowDef};
+use std::collections::HashMap;
+use std::time::Instant;
+
+mod collective_glue;
+mod fabric;
+mod host_model;
+mod transport;
+use host_model::HostModel;
+pub use host_model::{
+    HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
+    CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,
+};
+use transport::Qp;
+
+/// How a flow ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still running (or never started) when the run ended.
+    Pending,
+    Completed,
+    /// Its queue pair failed (retry or RNR retry exhausted).
+    Failed(WcStatus),
+}
+
+/// A flow's state during the run.
+#[derive(Clone, Debug)]
+pub struct FlowState {
+    pub def: FlowDef,
+    pub flow_hash: u32,
+    /// Payload bytes already put into packets (first transmissions and retransmissions).
+    pub segmented: u64,
+    /// Payload bytes delivered to the destination memory.
+    pub delivered: u64,
+    pub packets_sent: u32,
+    /// Packets lost: dropped at a full queue or destroyed by a fault.
+    pub packets_dropped: u32,
+    pub retransmissions: u32,
+    /// When the last byte arrived.
+    pub finish: Option<SimTime>,
+    /// When the queue pair failed.
+    pub failed_at: Option<SimTime>,
+    pub outcome: Outcome,
+    /// FCT on an empty fabric.
+    pub ideal: SimDuration,
+    /// Queue pair slot (RC only), and the slot's generation when the flow joined it: a
+    /// slot is reused once its queue pair retires, and a late packet of an old flow must
+    /// not reach the new queue pair.
+    qp: u32,
+    qp_gen: u32,
+    /// Connection key (0, or 1 + channel for a collective's transfer).
+    pub conn: u32,
+    /// The collective transfer it carries: (run, transfer).
+    pub coll: Option<(u32, u32)>,
+    /// Sent as bare packets even under RC (in-network aggregation to and from switches,
+    /// which end no queue pair).
+    pub raw: bool,
+}
+
+const NO_QP: u32 = u32::MAX;
+
+/// Host job ids of bare-packet flows under RC (queue-pair halves use the others).
+const RAW_JOB: u32 = 1 << 31;
+
+impl FlowState {
+    /// Flow number `i` of the run; ideal FCTs are cached by size and same-leaf-or-not.
+    fn new(
+        sc: &Scenario,
+        topo: &Topology,
+        ideal_cache: &mut HashMap<(u64, bool), SimDuration>,
+        i: usize,
+        def: FlowDef,
+    ) -> FlowState {
+        let same_leaf = topo.leaf_of(def.src) == topo.leaf_of(def.dst);
+        let ideal = *ideal_cache
+            .entry((def.size, same_leaf))
+            .or_insert_with(|| ideal_fct(sc, def.src, def.dst, def.size));
+        FlowState::with_ideal(sc, i, def, ideal)
+    }
+
+    /// A flow whose ideal FCT is given (one to or from a switch).
+    fn with_ideal(sc: &Scenario, i: usize, def: FlowDef, ideal: SimDuration) -> FlowState {
+        FlowState {
+            def,
+            flow_hash: stream_seed(sc.seed, Stream::FlowHash, i as u64, 0) as u32,
+            segmented: 0,
+            delivered: 0,
+            packets_sent: 0,
+            packets_dropped: 0,
+            retransmissions: 0,
+            finish: None,
+            failed_at: None,
+            outcome: Outcome::Pending,
+            ideal,
+            qp: NO_QP,
+            qp_gen: 0,
+            conn: 0,
+            coll: None,
+            raw: false,
+        }
+    }
+}
+
+/// RC counters summed over every queue pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RcTotals {
+    pub first_transmissions: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub seq_naks: u64,
+    pub rnr_naks: u64,
+    pub qp_errors: u64,
+    /// Request packets the responder had already received.
+    pub duplicate_packets: u64,
+    pub acks_sent: u64,
+}
+
+impl RcTotals {
+    fn add(&mut self, s: &RequesterStats) {
+        self.first_transmissions += s.first_transmissions;
+        self.retransmissions += s.retransmissions;
+        self.timeouts += s.timeouts;
+        self.seq_naks += s.seq_naks;
+        self.rnr_naks += s.rnr_naks;
+        self.duplicate_packets += s.duplicate_read_responses;
+    }
+}
+
+/// One time-series sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub time: SimTime,
+    pub object: u32,
+    pub metric: Metric,
+    pub value: f64,
+}
+
+/// What a sample measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Port: bytes queued (waiting plus in service).
+    QueueBytes,
+    /// Port: 1 while its data class is paused by PFC, else 0.
+    Paused,
+    /// Port: bytes sent so far.
+    TxBytes,
+    /// Flow: the sending rate its congestion control allows, Gb/s (line rate without).
+    RateGbps,
+    /// Flow: bytes delivered so far.
+    DeliveredBytes,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::QueueBytes => "queue_bytes",
+            Metric::Paused => "paused",
+            Metric::TxBytes => "tx_bytes",
+            Metric::RateGbps => "rate_gbps",
+            Metric::DeliveredBytes => "delivered_bytes",
+        }
+    }
+}
+
+/// Congestion-control counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CcTotals {
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub rate_cuts: u64,
+}
+
+/// Packets destroyed by faults, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTotals {
+    pub corrupted: u64,
+    pub random_drops: u64,
+    pub flap_drops: u64,
+}
+
+impl FaultTotals {
+    fn count(&mut self, loss: Loss) {
+        match loss {
+            Loss::Down => self.flap_drops += 1,
+            Loss::Corrupted => self.corrupted += 1,
+            Loss::Random => self.random_drops += 1,
+        }
+    }
+}
+
+/// Everything a run produced, for metrics and reports.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub flows: Vec<FlowState>,
+    /// Per link direction: its egress port (queues, statistics), its wire and the
+    /// ingress at its far end (PFC frames sent), indexed by port id.
+    pub ports: Vec<EgressPort>,
+    pub wires: Vec<Wire>,
+    pub ingress: Vec<Ingress>,
+    pub switches: Vec<Switch>,
+    /// When the run ended: the last event, or `duration`.
+    pub end: SimTime,
+    /// Whether `duration` cut the run short with work left.
+    pub stopped_by_duration: bool,
+    /// The run ran out of events with flows still pending (nothing could ever move them
+    /// again): a stall, which should not happen in a healthy scenario.
+    pub stalled: bool,
+    pub events: u64,
+    pub peak_packets_in_flight: u32,
+    pub rc: Option<RcTotals>,
+    pub faults: FaultTotals,
+    pub cc: CcTotals,
+    /// Time-series samples: (time, object, metric, value); objects are the scenario's
+    /// `timeseries.ports` then `timeseries.flows`, in order.
+    pub samples: Vec<Sample>,
+    /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
+    pub wall_seconds: f64,
+    /// The host model's counters and message timestamps, when `host:` is set.
+    pub host: Option<HostOutput>,
+    /// One result per collective workload item.
+    pub collectives: Vec<crate::collective::CollectiveResult>,
+}
+
+/// The simulated world.
+pub struct Sim {
+    sc: Scenario,
+    q: EventQueue,
+    /// Flow ids by start time, and how many have started.
+    start_order: Vec<FlowId>,
+    next_start: usize,
+    pool: PacketPool,
+    ports: Vec<EgressPort>,
+    wires: Vec<Wire>,
+    ingress: Vec<Ingress>,
+    switches: Vec<Switch>,
+    /// The send scheduler of each host's NIC port.
+    nics: Vec<Nic>,
+    routing: RoutingPolicy,
+    flows: Vec<FlowState>,
+    topo: Topology,
+    rc: Option<RcConfig>,
+    qps: Vec<Qp>,
+    free_qps: Vec<u32>,
+    /// Open queue pair per (requester host, responder host) when connections are shared.
+    /// Keyed by (requester, responder, connection): connection 0 for ordinary flows,
+    /// 1 + channel for a collective's.
+    pairs: HashMap<(u32, u32, u32), u32>,
+    rc_totals: RcTotals,
+    cc: Option<DcqcnParams>,
+    cc_totals: CcTotals,
+    /// Link-level flow control keeps every buffer from overflowing.
+    lossless: bool,
+    samples: Vec<Sample>,
+    fault_totals: FaultTotals,
+    mtu: u64,
+    overhead: u64,
+    header: u64,
+    switch_latency: SimDuration,
+    /// Host and NIC model (`host:`), if any.
+    hostm: Option<HostModel>,
+    /// Flows waiting for a flow to be done: the first, and each one's next sibling.
+    dep_head: Vec<FlowId>,
+    dep_next: Vec<FlowId>,
+    /// What `after_requester_input` gathered while a queue pair was borrowed.
+    todo: Vec<(Todo, FlowId)>,
+    /// Collective runs, the transfers they asked for, and when each GPU's intra-host link
+    /// is next free (by global GPU id).
+    colls: Vec<crate::collective::CollectiveRun>,
+    coll_out: Vec<crate::collective::Send>,
+    gpu_link_free: Vec<SimTime>,
+    gpus_per_server: u32,
+    ideal_cache: HashMap<(u64, bool), SimDuration>,
+}
+
+/// Follow-ups of a requester's completions.
+#[derive(Clone, Copy, Debug)]
+enum Todo {
+    /// A READ's data arrived.
+    Delivered,
+    /// A WRITE or SEND was acknowledged.
+    SendCompleted,
+    /// A backlogged message got send-queue room: into the host pipeline.
+    Post,
+}
+
+impl Sim {
+    /// Builds the fabric and expands the workload into flows.
+    pub fn new(sc: &Scenario) -> Sim {
+        let topo = sc.topology.clone();
+        let defs = expand(&sc.workload, topo.hosts(), topo.host_link.rate.0, sc.seed);
+        let mut ideal_cache: HashMap<(u64, bool), SimDuration> = HashMap::new();
+        let flows: Vec<FlowState> = defs
+            .into_iter()
+            .enumerate()
+            .map(|(i, def)| FlowState::new(sc, &topo, &mut ideal_cache, i, def))
+            .collect();
+        let fc = sc.flow_control;
+        let cut_through = sc.switch.forwarding == Forwarding::CutThrough;
+        let header = sc.encapsulation.header_bytes();
+        let mut ports = Vec::with_capacity(topo.ports() as usize);
+        let mut wires = Vec::with_capacity(topo.ports() as usize);
+        let mut ingress = Vec::with_capacity(topo.ports() as usize);
+        for p in 0..topo.ports() {
+            let (tier, link, switch, to) = topo.port_info(p);
+            let mut port = EgressPort::new(tier, link, switch, to, sc.switch.buffer_bytes);
+            match fc {
+                FlowControl::Pfc { quanta, .. } => port = port.with_pfc(quanta),
+                FlowControl::IbCredit { vl_buffer, .. } => {
+                    port = port.with_credits(vl_buffer / CREDIT_BLOCK)
+                }
+                FlowControl::Lossy => {}
+            }
+            if switch.is_some() {
+                let t = Tier::ALL.iter().position(|t| *t == tier).unwrap_or(0);
+                if let Some(red) = sc.ecn[t] {
+                    port = port.with_red(red, stream(sc.seed, Stream::Ecn, p as u64, 0));
+                }
+            }
+            ports.push(port);
+            let rates = sc.faults.for_port(p, tier);
+            let down: Vec<(u64, u64)> = sc
+                .faults
+                .flaps
+                .iter()
+                .filter(|f| f.port == p)
+                .map(|f| (f.from.0, f.until.0))
+                .collect();
+            let faults = (rates.any() || !down.is_empty()).then(|| WireFaults {
+                rates,
+                down,
+                rng: stream(sc.seed, Stream::Fault, p as u64, 0),
+            });
+            let cut = (cut_through && matches!(to, Node::Switch(_))).then_some(header);
+            wires.push(Wire::new(link, cut).with_faults(faults));
+            ingress.push(Ingress::new(link, fc));
+        }
+        let switches = (0..topo.switches())
+            .map(|_| Switch::new(sc.switch, fc.lossless()))
+            .collect();
+        let nics = (0..topo.hosts()).map(|_| Nic::default()).collect();
+        // Only the next flow start is ever on the heap: the heap holds what is in
+        // flight, not the whole workload.
+        // Flows that wait for another start when it is done, not by the clock.
+        let mut dep_head = vec![FlowId::MAX; flows.len()];
+        let mut dep_next = vec![FlowId::MAX; flows.len()];
+        for (i, f) in flows.iter().enumerate().rev() {
+            if let Some(a) = f.def.after {
+                dep_next[i] = dep_head[a as usize];
+                dep_head[a as usize] = i as FlowId;
+            }
+        }
+        let mut start_order: Vec<FlowId> = (0..flows.len() as FlowId)
+            .filter(|&i| flows[i as usize].def.after.is_none())
+            .collect();
+        start_order.sort_by_key(|&i| (flows[i as usize].def.start, i));
+        let mut q = EventQueue::new();
+        if let Some(&first) = start_order.first() {
+            q.schedule(
+                flows[first as usize].def.start,
+                Event::FlowStart { flow: first },
+            );
+        }
+        let rc = match &sc.transport {
+            Transport::Rc(c) => Some(c.clone()),
+            Transport::Raw => None,
+        };
+        if sc.timeseries.is_some() {
+            q.schedule(SimTime::ZERO, Event::Sample);
+        }
+        let hostm = sc
+            .host
+            .as_ref()
+            .map(|h| HostModel::new(h, topo.hosts(), flows.len(), &sc.posting));
+        // Collectives: their ranks, and their first iteration at their start time.
+        let mut colls = Vec::new();
+        for (i, w) in sc.workload.iter().enumerate() {
+            if let crate::workload::Workload::Collective(c) = w {
+                let ranks =
+                    crate::collective::place_on(c, sc.host.as_ref(), topo.hosts(), sc.seed, i)
+                        .expect("placement checked by validation");
+                q.schedule(
+                    SimTime(c.start.0),
+                    Event::CollStart {
+                        run: colls.len() as u32,
+                    },
+                );
+                colls.push(crate::collective::CollectiveRun::new(
+                    c,
+                    i as u16,
+                    ranks,
+                    |port| topo.leaf_of(port),
+                    topo.leaves,
+                    topo.spines,
+                ));
+            }
+        }
+        let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
+        let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
+        Sim {
+            colls,
+            coll_out: Vec::new(),
+            gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
+            gpus_per_server,
+            ideal_cache,
+            todo: Vec::new(),
+            hostm,
+            dep_head,
+            dep_next,
+            q,
+            start_order,
+            next_start: 0,
+            pool: PacketPool::new(),
+            ports,
+            wires,
+            ingress,
+            switches,
+            nics,
+            routing: RoutingPolicy::new(sc.routing),
+            flows,
+            rc_totals: RcTotals::default(),
+            rc,
+            qps: Vec::new(),
+            free_qps: Vec::new(),
+            pairs: HashMap::new(),
+            fault_totals: FaultTotals::default(),
+            cc: sc.cc,
+            cc_totals: CcTotals::default(),
+            lossless: fc.lossless(),
+            samples: Vec::new(),
+            mtu: sc.mtu,
+            overhead: sc.encapsulation.overhead_bytes(),
+            header,
+            switch_latency: sc.switch.latency,
+            topo,
+            sc: sc.clone(),
+        }
+    }
+
+    /// Number of flows the workload expanded into.
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Runs until no work is left or `duration` has elapsed.
+    pub fn run(mut self) -> RunOutput {
+        let wall = Instant::now();
+        let limit = self
+            .sc
+            .duration
+            .map(|d| SimTime(d.0))
+            .unwrap_or(SimTime::MAX);
+        let mut stopped = false;
+        // The last time anything happened: timer events that find nothing to do (a
+        // queue pair that finished, a deadline that moved) do not extend the run.
+        let mut last = SimTime::ZERO;
+        while let Some(t) = self.q.peek_time() {
+            if t > limit {
+                stopped = true;
+                break;
+            }
+            let (now, ev) = self.q.pop().expect("peeked");
+            let acted = match ev {
+                Event::FlowStart { flow } => {
+                    self.on_flow_start(now, flow);
+                    true
+                }
+                Event::TxDone { port } => {
+                    self.on_tx_done(now, port);
+                    true
+                }
+                Event::Arrive { port } => {
+                    self.on_arrive(now, port);
+                    true
+                }
+                Event::QpTimer { qp } => self.on_qp_timer(now, qp),
+                Event::HostWake { host } => {
+                    self.nics[host as usize].wake_at = None;
+                    self.kick(now, host);
+                    true
+                }
+                Event::Pfc { port, pause } => {
+                    self.on_pfc(now, port, pause);
+                    true
+                }
+                Event::PfcRefresh { port } => self.on_pfc_refresh(now, port),
+                Event::PortWake { port } => {
+                    self.ports[port as usize].handle_wake();
+                    self.wake_port(now, port);
+                    true
+                }
+                Event::Sample => {
+                    self.sample(now);
+                    // Sampling never keeps a finished run alive, nor extends it.
+                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                        || self.colls.iter().any(|c| !c.is_done());
+                    if work_left && !self.q.is_empty() {
+                        let iv = self
+                            .sc
+                            .timeseries
+                            .as_ref()
+                            .map_or(SimDuration(1), |t| t.interval);
+                        self.q.schedule(now + iv, Event::Sample);
+                    }
+                    false
+                }
+                Event::Credit { port, blocks } => {
+                    self.on_credit(now, port, blocks);
+                    true
+                }
+                Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
+                Event::FlowStage { flow, stage } => {
+                    self.on_flow_stage(now, flow, stage);
+                    true
+                }
+                Event::PosterDone { nic, poster } => {
+                    self.on_poster_done(now, nic, poster);
+                    true
+                }
+                Event::Irq { nic } => self.on_irq_timer(now, nic),
+                Event::CollStart { run } => {
+                    self.coll_step(now, run, None);
+                    true
+                }
+                Event::CollDone { run, xfer } => {
+                    self.coll_step(now, run, Some(xfer));
+                    true
+                }
+            };
+            if acted {
+                last = now;
+            }
+        }
+        let end = if stopped { limit } else { last };
+        let rc = self.rc.as_ref().map(|_| {
+            let mut t = self.rc_totals;
+            for qp in self.qps.iter().filter(|q| !q.dead) {
+                t.add(&qp.req.stats);
+                t.duplicate_packets += qp.resp.stats.duplicates;
+                t.acks_sent += qp.resp.stats.acks_sent;
+            }
+            t
+        });
+        let stalled = !stopped
+            && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                || self.colls.iter().any(|c| !c.is_done()));
+        RunOutput {
+            events: self.q.events_processed(),
+            peak_packets_in_flight: self.pool.peak_live(),
+            flows: self.flows,
+            ports: self.ports,
+            wires: self.wires,
+            ingress: self.ingress,
+            switches: self.switches,
+            end,
+            stopped_by_duration: stopped,
+            stalled,
+            rc,
+            faults: self.fault_totals,
+            cc: self.cc_totals,
+            samples: self.samples,
+            wall_seconds: wall.elapsed().as_secs_f64(),
+            host: self.hostm.map(HostModel::into_output),
+            collectives: self.colls.iter().map(|c| c.result()).collect(),
+        }
+    }
+
+    fn kick(&mut self, now: SimTime, host: u32) {
+        if !self.ports[self.topo.host_up(host) as usize].busy() {
+            self.host_send(now, host);
+        }
+    }
+
+    fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
+        if self.flows[flow as usize].def.after.is_some() {
+            // Started by the flow it waited for: its start is now.
+            self.flows[flow as usize].def.start = now;
+        } else {
+            self.next_start += 1;
+            if let Some(&next) = self.start_order.get(self.next_start) {
+                self.q.schedule(
+                    self.flows[next as usize].def.start,
+                    Event::FlowStart { flow: next },
+                );
+            }
+        }
+        self.start_flow(now, flow);
+    }
+
+    fn sample(&mut self, now: SimTime) {
+        let Some(ts) = &self.sc.timeseries else {
+            return;
+        };
+        let mut rows: Vec<(Metric, f64)> = Vec::with_capacity(3);
+        let mut obj = 0u32;
+        for &p in &ts.ports {
+            let port = &self.ports[p as usize];
+            rows.extend([
+                (Metric::QueueBytes, port.queued_bytes as f64),
+                (Metric::Paused, port.is_paused(now) as u8 as f64),
+                (Metric::TxBytes, port.tx_bytes as f64),
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
+            obj += 1;
+        }
+        let line = self.topo.host_link.rate.0 as f64;
+        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
+        for &f in &ts.flows {
+            let flow = &self.flows[f as usize];
+            let live_qp = flow.qp != NO_QP
+                && !self.qps[flow.qp as usize].dead
+                && self.qps[flow.qp as usize].gen == flow.qp_gen;
+            let rate = match flow.outcome {
+                Outcome::Pending if live_qp => {
+                    let qp = &mut self.qps[flow.qp as usize];
+                    // The data direction: requester to responder, or back for a READ.
+                    let rp = if read { &mut qp.rp_rev } else { &mut qp.rp_fwd };
+                    match rp {
+                        Some(rp) => {
+                            rp.handle_timeout(now);
+                            rp.rate_bps()
+                        }
+                        None => line,
+                    }
+                }
+                Outcome::Pending if flow.def.start <= now => line,
+                _ => 0.0,
+            };
+            rows.extend([
+                (Metric::RateGbps, rate / 1e9),
+                (
+                    Metric::DeliveredBytes,
+                    self.flows[f as usize].delivered as f64,
+                ),
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
+            obj += 1;
+        }
+    }
+
+    fn push_samples(
+        out: &mut Vec<Sample>,
+        time: SimTime,
+        object: u32,
+        rows: &mut Vec<(Metric, f64)>,
+    ) {
+        out.extend(rows.drain(..).map(|(metric, value)| Sample {
+            time,
+            object,
+            metric,
+            value,
+        }));
+    }
+}
+
+/// Builds and runs a scenario.
+pub fn run(sc: &Scenario) -> RunOutput {
+    Sim::new(sc).run()
+}

@@ -1,0 +1,742 @@
+//! The event loop's glue for the transport: flows onto RC queue pairs (or bare packets),
+//! the NIC's send scheduler picking the next packet, acknowledgements, READ responses,
+//! completions and congestion notifications. The protocol rules live in
+//! `transport::rc` (sans-IO queue pairs) and `cc`; this file moves their inputs and
+//! outputs between the packets and the queue pairs.
+
+use super::{Outcome, Sim, Todo, NO_QP, RAW_JOB};
+use crate::cc::dcqcn::{NotificationPoint, ReactionPoint};
+use crate::engine::{Event, FlowId, PktId};
+use crate::packet::{
+    Packet, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST, FLAG_RETX,
+    FLAG_REVERSE, RETH_BYTES,
+};
+use crate::rng::{stream_seed, Stream};
+use crate::scenario::Connections;
+use crate::transport::rc::{AckInfo, AckKind, Op, Requester, Responder, TxRequest, WcStatus};
+use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
+use std::collections::VecDeque;
+
+/// An RC queue pair: both halves, and the glue's bookkeeping for them.
+#[derive(Debug)]
+pub(super) struct Qp {
+    /// Requester's host and responder's host, and the connection (see `Sim::pairs`).
+    pub(super) src: u32,
+    pub(super) dst: u32,
+    pub(super) conn: u32,
+    /// Its packets' ECMP hash: per connection when shared, else its flow's.
+    pub(super) flow_hash: u32,
+    /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
+    pub(super) backlog: VecDeque<FlowId>,
+    /// The flow whose READ responses are streaming.
+    pub(super) read_flow: FlowId,
+    pub(super) req: Requester,
+    pub(super) resp: Responder,
+    /// Time of the pending timer event, if any.
+    pub(super) timer_at: Option<SimTime>,
+    /// Whether the requester is in its host's job list.
+    pub(super) req_listed: bool,
+    /// READ responses still to stream: next PSN and how many.
+    pub(super) read_next_psn: u32,
+    pub(super) read_left: u32,
+    pub(super) read_listed: bool,
+    /// Finished; the slot is reused once no host lists it.
+    pub(super) dead: bool,
+    /// Work requests posted by software and still in the host/NIC pipeline (not yet
+    /// known to the requester), in posting order: the requester takes them in this
+    /// order, however fast each gets through the pipeline (RC executes in order).
+    pub(super) pipeline: VecDeque<FlowId>,
+    /// Bumped each time the slot is reused.
+    pub(super) gen: u32,
+    /// DCQCN rate limiters: requester to responder (WRITE/SEND data), and responder to
+    /// requester (READ responses); and the notification points that answer them.
+    pub(super) rp_fwd: Option<ReactionPoint>,
+    pub(super) rp_rev: Option<ReactionPoint>,
+    pub(super) np_fwd: NotificationPoint,
+    pub(super) np_rev: NotificationPoint,
+    /// Earliest time each direction may send its next packet (pacing).
+    pub(super) next_fwd: SimTime,
+    pub(super) next_rev: SimTime,
+}
+
+/// Host job ids: flows (raw) or queue-pair halves (RC).
+#[inline]
+pub(super) fn job_requester(qp: u32) -> u32 {
+    qp << 1
+}
+#[inline]
+pub(super) fn job_read_responder(qp: u32) -> u32 {
+    (qp << 1) | 1
+}
+
+impl Sim {
+    /// A flow (from the workload, or a collective's transfer) starts: onto its queue
+    /// pair, or for the raw transport straight to its host.
+    pub(super) fn start_flow(&mut self, now: SimTime, flow: FlowId) {
+        let src = self.flows[flow as usize].def.src;
+        let conn = self.flows[flow as usize].conn;
+        let raw = self.flows[flow as usize].raw;
+        let job = match &self.rc {
+            None => flow,
+            Some(_) if raw => RAW_JOB | flow,
+            Some(rc) => {
+                let (params, depth, delay, op) = (
+                    rc.params,
+                    rc.recv_queue_depth,
+                    rc.recv_post_delay,
+                    rc.operation,
+                );
+                let max_send_wr = rc.max_send_wr;
+                // A collective's channels keep their connections open.
+                let shared = rc.connections == Connections::PerHostPair || conn > 0;
+                let (src, dst) = {
+                    let f = &self.flows[flow as usize];
+                    (f.def.src, f.def.dst)
+                };
+                if let Some(&slot) = self.pairs.get(&(src, dst, conn)).filter(|_| shared) {
+                    // An open connection: post to its send queue, or wait for room.
+                    let qp = &mut self.qps[slot as usize];
+                    self.flows[flow as usize].qp = slot;
+                    self.flows[flow as usize].qp_gen = qp.gen;
+                    if qp.req.outstanding_wrs() + qp.pipeline.len() < max_send_wr as usize {
+                        self.post_wr(now, slot, flow);
+                    } else {
+                        qp.backlog.push_back(flow);
+                    }
+                    return;
+                }
+                // The receiver posts its receive WQEs `recv_post_delay` after the queue
+                // pair opens; until then SENDs meet an empty receive queue. The requester
+                // learns the initial credit count at connection setup.
+                let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
+                let line = self.topo.host_link.rate.0 as f64;
+                let resp = Responder::new(params, posted_now);
+                let req = Requester::new(params, posted_now);
+                let _ = op;
+                let qp = Qp {
+                    conn,
+                    // A shared connection keeps one 5-tuple however often it is reopened
+                    // (a persistent connection); a queue pair per flow takes the flow's.
+                    flow_hash: if shared {
+                        stream_seed(
+                            self.sc.seed,
+                            Stream::FlowHash,
+                            ((src as u64) << 32) | dst as u64,
+                            1 + conn as u64,
+                        ) as u32
+                    } else {
+                        self.flows[flow as usize].flow_hash
+                    },
+                    pipeline: VecDeque::new(),
+                    src,
+                    dst,
+                    backlog: VecDeque::new(),
+                    read_flow: flow,
+                    req,
+                    resp,
+                    timer_at: None,
+                    req_listed: false,
+                    read_next_psn: 0,
+                    read_left: 0,
+                    read_listed: false,
+                    dead: false,
+                    gen: 0,
+                    rp_fwd: self.cc.map(|p| ReactionPoint::new(p, line, now)),
+                    rp_rev: self.cc.map(|p| ReactionPoint::new(p, line, now)),
+                    np_fwd: NotificationPoint::default(),
+                    np_rev: NotificationPoint::default(),
+                    next_fwd: now,
+                    next_rev: now,
+                };
+                let slot = match self.free_qps.pop() {
+                    Some(s) => {
+                        let gen = self.qps[s as usize].gen.wrapping_add(1);
+                        self.qps[s as usize] = Qp { gen, ..qp };
+                        s
+                    }
+                    None => {
+                        self.qps.push(qp);
+                        (self.qps.len() - 1) as u32
+                    }
+                };
+                self.flows[flow as usize].qp = slot;
+                self.flows[flow as usize].qp_gen = self.qps[slot as usize].gen;
+                if shared {
+                    self.pairs.insert((src, dst, conn), slot);
+                }
+                if delay > SimDuration::ZERO {
+                    let gen = self.qps[slot as usize].gen;
+                    self.q
+                        .schedule(now + delay, Event::RecvPost { qp: slot, gen });
+                }
+                self.post_wr(now, slot, flow);
+                return;
+            }
+        };
+        if self.hostm.is_some() {
+            self.begin_post(now, flow);
+            return;
+        }
+        self.nics[src as usize].activate(job);
+        self.kick(now, src);
+    }
+
+    /// The application posts `flow` on queue pair `slot` (which has room): at once
+    /// without a host model, else through the host and NIC pipeline.
+    pub(super) fn post_wr(&mut self, now: SimTime, slot: u32, flow: FlowId) {
+        if self.hostm.is_some() {
+            self.qps[slot as usize].pipeline.push_back(flow);
+            self.begin_post(now, flow);
+            return;
+        }
+        let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
+        let size = self.flows[flow as usize].def.size;
+        let qp = &mut self.qps[slot as usize];
+        let src = qp.src;
+        qp.req.post(flow as u64, op, size);
+        if !qp.req_listed {
+            qp.req_listed = true;
+            self.nics[src as usize].activate(job_requester(slot));
+        }
+        self.kick(now, src);
+    }
+
+    /// Returns whether the queue pair was still live.
+    pub(super) fn on_recv_post(&mut self, _now: SimTime, slot: u32, gen: u32) -> bool {
+        let depth = self.rc.as_ref().map_or(0, |r| r.recv_queue_depth);
+        match self.qps.get_mut(slot as usize) {
+            Some(qp) if !qp.dead && qp.gen == gen => {
+                qp.resp.post_recv(depth);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The host's port is free: send an ACK if one waits, else the next job's packet.
+    pub(super) fn host_send(&mut self, now: SimTime, host: u32) {
+        if let Some(pkt) = self.nics[host as usize].ctrl.pop_front() {
+            let wire = self.pool.get(pkt).wire as u64;
+            self.start_tx(self.topo.host_up(host), pkt, wire, now);
+            return;
+        }
+        let port = self.topo.host_up(host);
+        // The data class may be paused (PFC).
+        if self.data_paused(now, port) {
+            return;
+        }
+        // A packet made earlier and held for lack of credit (IB) goes first.
+        if let Some(pkt) = self.nics[host as usize].held {
+            let wire = self.pool.get(pkt).wire as u64;
+            if self.take_credits(now, port, wire) {
+                self.nics[host as usize].held = None;
+                self.start_tx(port, pkt, wire, now);
+            }
+            return;
+        }
+        // Try each listed job at most once.
+        let mut tries = self.nics[host as usize].jobs();
+        let mut wake: Option<SimTime> = None;
+        if let Some(h) = &self.hostm {
+            // The NIC's payload DMA has not read the next packet's bytes yet.
+            let t = h.dma_next(host);
+            if t > now && tries > 0 {
+                tries = 0;
+                wake = Some(t);
+            }
+        }
+        while tries > 0 {
+            tries -= 1;
+            let Some(job) = self.nics[host as usize].pop_job() else {
+                break;
+            };
+            let made = if self.rc.is_none() {
+                self.raw_packet(job)
+            } else if job & RAW_JOB != 0 {
+                self.raw_packet(job & !RAW_JOB)
+            } else if self.qps[(job >> 1) as usize].dead {
+                let qp = &mut self.qps[(job >> 1) as usize];
+                if job & 1 == 0 {
+                    qp.req_listed = false;
+                } else {
+                    qp.read_listed = false;
+                }
+                if !qp.req_listed && !qp.read_listed {
+                    self.free_qps.push(job >> 1);
+                }
+                None
+            } else {
+                // DCQCN pacing: a direction sends no sooner than its rate allows.
+                let qp = &self.qps[(job >> 1) as usize];
+                let next = if job & 1 == 0 {
+                    qp.next_fwd
+                } else {
+                    qp.next_rev
+                };
+                if next > now {
+                    self.nics[host as usize].activate(job);
+                    wake = Some(wake.map_or(next, |w| w.min(next)));
+                    continue;
+                }
+                if job & 1 == 0 {
+                    self.requester_packet(now, job >> 1)
+                } else {
+                    self.read_response_packet(job >> 1)
+                }
+            };
+            if let Some((pkt, more)) = made {
+                if more {
+                    self.nics[host as usize].activate(job);
+                }
+                let wire = self.pool.get(pkt).wire as u64;
+                if self.hostm.is_some() {
+                    let (flow, payload) = {
+                        let p = self.pool.get(pkt);
+                        (p.flow, p.payload as u64)
+                    };
+                    if payload > 0 {
+                        self.dma_read(now, host, flow, payload);
+                    }
+                }
+                if self.cc.is_some() && self.rc.is_some() && job & RAW_JOB == 0 {
+                    self.pace(now, job, wire);
+                }
+                if !self.take_credits(now, port, wire) {
+                    // Wait for credit with the packet in hand (the stall is timed).
+                    self.nics[host as usize].held = Some(pkt);
+                    return;
+                }
+                self.start_tx(port, pkt, wire, now);
+                return;
+            }
+        }
+        if let Some(t) = wake {
+            let h = &mut self.nics[host as usize];
+            if h.wake_at.map_or(true, |w| t < w) {
+                h.wake_at = Some(t);
+                self.q.schedule(t, Event::HostWake { host });
+            }
+        }
+    }
+
+    /// A paced direction sent `wire` bytes: its next packet may go one serialization time
+    /// at the DCQCN rate later (the rate limiter of DCQCN §3.1).
+    pub(super) fn pace(&mut self, now: SimTime, job: u32, wire: u64) {
+        let qp = &mut self.qps[(job >> 1) as usize];
+        let (rp, next) = if job & 1 == 0 {
+            (&mut qp.rp_fwd, &mut qp.next_fwd)
+        } else {
+            (&mut qp.rp_rev, &mut qp.next_rev)
+        };
+        if let Some(rp) = rp {
+            rp.handle_timeout(now);
+            let rate = BitsPerSec(rp.rate_bps().max(1.0) as u64);
+            *next = now + serialization_delay(wire, rate);
+            rp.on_bytes_sent(wire);
+        }
+    }
+
+    pub(super) fn new_packet(&mut self, flow: FlowId, src: u32, dst: u32, kind: PktKind) -> Packet {
+        let f = &self.flows[flow as usize];
+        // A queue pair's packets share its 5-tuple (RoCE's UDP source port is per queue
+        // pair), so every message on it takes the same ECMP path and stays in order.
+        let hash = if f.qp == NO_QP {
+            f.flow_hash
+        } else {
+            self.qps[f.qp as usize].flow_hash
+        };
+        let reverse = matches!(kind, PktKind::Ack | PktKind::ReadResponse);
+        Packet {
+            kind,
+            flow,
+            src,
+            dst,
+            // The reverse direction hashes like a different 5-tuple.
+            flow_hash: if reverse { hash ^ 0x5bd1_e995 } else { hash },
+            ..Packet::default()
+        }
+    }
+
+    /// The next packet of a raw flow; `more` if it has packets left.
+    pub(super) fn raw_packet(&mut self, flow: FlowId) -> Option<(PktId, bool)> {
+        let mtu = self.mtu;
+        let st = &mut self.flows[flow as usize];
+        let payload = (st.def.size - st.segmented).min(mtu);
+        st.segmented += payload;
+        st.packets_sent += 1;
+        let more = st.segmented < st.def.size;
+        let (src, dst, seq) = (st.def.src, st.def.dst, st.packets_sent - 1);
+        let mut p = self.new_packet(flow, src, dst, PktKind::Data);
+        p.seq = seq;
+        p.payload = payload as u32;
+        p.wire = (payload + self.overhead) as u32;
+        Some((self.pool.alloc(p), more))
+    }
+
+    /// The requester's next packet, or `None` (and the job leaves the list) if blocked.
+    pub(super) fn requester_packet(&mut self, now: SimTime, slot: u32) -> Option<(PktId, bool)> {
+        let qp = &mut self.qps[slot as usize];
+        let Some(tx) = qp.req.poll_transmit(now) else {
+            qp.req_listed = false;
+            self.sync_timer(slot);
+            return None;
+        };
+        let flow = tx.wr_id as FlowId;
+        self.sync_timer(slot);
+        let f = &mut self.flows[flow as usize];
+        f.packets_sent += 1;
+        f.segmented += tx.payload as u64;
+        if tx.retransmission {
+            f.retransmissions += 1;
+        }
+        let (src, dst) = (f.def.src, f.def.dst);
+        let kind = if tx.op == Op::Read {
+            PktKind::ReadRequest
+        } else {
+            PktKind::Data
+        };
+        let mut p = self.new_packet(flow, src, dst, kind);
+        let ext = match tx.op {
+            Op::Write if tx.first => RETH_BYTES,
+            Op::Read => RETH_BYTES,
+            _ => 0,
+        };
+        p.psn = tx.psn;
+        p.seq = tx.psn;
+        p.aux = tx.read_packets;
+        p.payload = tx.payload;
+        p.wire = (tx.payload as u64 + self.overhead + ext) as u32;
+        p.flags = (tx.first as u8 * FLAG_FIRST)
+            | (tx.last as u8 * FLAG_LAST)
+            | (tx.retransmission as u8 * FLAG_RETX);
+        p.op = match tx.op {
+            Op::Write => 0,
+            Op::Send => 1,
+            Op::Read => 2,
+        };
+        Some((self.pool.alloc(p), true))
+    }
+
+    /// The next READ response the responder streams back to the requester.
+    pub(super) fn read_response_packet(&mut self, slot: u32) -> Option<(PktId, bool)> {
+        let mtu = self.mtu;
+        let qp = &mut self.qps[slot as usize];
+        if qp.read_left == 0 {
+            qp.read_listed = false;
+            return None;
+        }
+        let flow = qp.read_flow;
+        let psn = qp.read_next_psn;
+        let left = qp.read_left;
+        qp.read_next_psn = crate::transport::rc::psn_add(psn, 1);
+        qp.read_left -= 1;
+        let more = qp.read_left > 0;
+        if !more {
+            qp.read_listed = false;
+        }
+        let f = &mut self.flows[flow as usize];
+        // A READ request asks for every response to the end of its message, so the
+        // packet's index in the message is its count from the end.
+        let packets = f.def.size.div_ceil(mtu).max(1);
+        let index = packets.saturating_sub(left as u64);
+        let payload = (f.def.size - (index * mtu).min(f.def.size)).min(mtu);
+        f.segmented += payload;
+        f.packets_sent += 1;
+        let (src, dst) = (f.def.dst, f.def.src);
+        let mut p = self.new_packet(flow, src, dst, PktKind::ReadResponse);
+        let first = index == 0;
+        let last = index + 1 == packets;
+        let aeth = if first || last { AETH_BYTES } else { 0 };
+        p.psn = psn;
+        p.seq = psn;
+        p.payload = payload as u32;
+        p.wire = (payload + self.overhead + aeth) as u32;
+        p.flags = (first as u8 * FLAG_FIRST) | (last as u8 * FLAG_LAST);
+        Some((self.pool.alloc(p), more))
+    }
+
+    /// Keeps one timer event pending at or before the requester's next deadline.
+    pub(super) fn sync_timer(&mut self, slot: u32) {
+        let qp = &mut self.qps[slot as usize];
+        if let Some(t) = qp.req.next_timeout() {
+            if qp.timer_at.map_or(true, |s| t < s) {
+                qp.timer_at = Some(t);
+                self.q.schedule(t, Event::QpTimer { qp: slot });
+            }
+        }
+    }
+
+    /// Returns whether a timer was actually due.
+    pub(super) fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
+        let qp = &mut self.qps[slot as usize];
+        if qp.timer_at != Some(now) {
+            return false; // superseded by an earlier re-arm
+        }
+        qp.timer_at = None;
+        if qp.dead {
+            return false; // the queue pair finished
+        }
+        let due = qp.req.next_timeout().is_some_and(|t| t <= now);
+        qp.req.handle_timeout(now);
+        self.after_requester_input(now, slot);
+        due
+    }
+
+    /// After the requester took an input: collect completions, list it if it can send,
+    /// keep its timer, and wake its host.
+    pub(super) fn after_requester_input(&mut self, now: SimTime, slot: u32) {
+        let max_send_wr = self.rc.as_ref().map_or(1, |r| r.max_send_wr) as usize;
+        let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
+        let host_model = self.hostm.is_some();
+        let qp = &mut self.qps[slot as usize];
+        while let Some(c) = qp.req.pop_completion() {
+            let f = &mut self.flows[c.wr_id as usize];
+            match c.status {
+                WcStatus::Success => {
+                    // WRITE and SEND finished when their last byte landed; a READ when
+                    // its last response did, which is now.
+                    let first = f.finish.is_none();
+                    f.finish.get_or_insert(now);
+                    f.outcome = Outcome::Completed;
+                    if op == Op::Read {
+                        if first {
+                            self.todo.push((Todo::Delivered, c.wr_id as FlowId));
+                        }
+                    } else if host_model {
+                        self.todo.push((Todo::SendCompleted, c.wr_id as FlowId));
+                    }
+                }
+                status => {
+                    if status != WcStatus::Flushed {
+                        self.rc_totals.qp_errors += 1;
+                    }
+                    if f.outcome == Outcome::Pending {
+                        f.outcome = Outcome::Failed(status);
+                        f.failed_at = Some(now);
+                    }
+                }
+            }
+        }
+        // Flows waiting for send-queue room get it (or are flushed with the queue pair).
+        while qp.req.outstanding_wrs() + qp.pipeline.len() < max_send_wr {
+            let Some(next) = qp.backlog.pop_front() else {
+                break;
+            };
+            if host_model {
+                qp.pipeline.push_back(next);
+                self.todo.push((Todo::Post, next));
+                continue;
+            }
+            qp.req
+                .post(next as u64, op, self.flows[next as usize].def.size);
+            if let Some(c) = qp.req.pop_completion() {
+                // The queue pair is in the error state: the work request is flushed.
+                let f = &mut self.flows[c.wr_id as usize];
+                f.outcome = Outcome::Failed(c.status);
+                f.failed_at = Some(now);
+            }
+        }
+        let src = qp.src;
+        self.after_completions(now);
+        let qp = &mut self.qps[slot as usize];
+        // A collective's connections stay open (as NCCL's do) for its next transfers.
+        if qp.req.outstanding_wrs() == 0
+            && qp.read_left == 0
+            && qp.backlog.is_empty()
+            && qp.pipeline.is_empty()
+            && qp.conn == 0
+        {
+            // Done: keep its counters and retire the queue pair.
+            self.rc_totals.add(&qp.req.stats);
+            self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
+            self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
+            if self.pairs.get(&(qp.src, qp.dst, qp.conn)) == Some(&slot) {
+                self.pairs.remove(&(qp.src, qp.dst, qp.conn));
+            }
+            qp.dead = true;
+            if !qp.req_listed && !qp.read_listed {
+                self.free_qps.push(slot);
+            }
+            return;
+        }
+        if qp.req.has_work() && !qp.req_listed {
+            qp.req_listed = true;
+            self.nics[src as usize].activate(job_requester(slot));
+        }
+        self.sync_timer(slot);
+        self.kick(now, src);
+    }
+
+    /// Hands on what `after_requester_input` collected: READs delivered, sends
+    /// completed, backlog flows to post through the host pipeline.
+    pub(super) fn after_completions(&mut self, now: SimTime) {
+        // In the order they were collected; the buffer is lent out and given back so
+        // that its capacity is reused.
+        let mut todo = std::mem::take(&mut self.todo);
+        for &(what, f) in &todo {
+            match what {
+                Todo::Delivered => self.on_delivered(now, f),
+                Todo::SendCompleted => self.on_send_completed(now, f),
+                Todo::Post => self.begin_post(now, f),
+            }
+        }
+        todo.clear();
+        self.todo = todo;
+    }
+
+    pub(super) fn deliver(&mut self, now: SimTime, host: u32, pkt: PktId) {
+        let p = *self.pool.get(pkt);
+        self.pool.free(pkt);
+        if self.rc.is_none() || self.flows[p.flow as usize].raw {
+            let f = &mut self.flows[p.flow as usize];
+            f.delivered += p.payload as u64;
+            if f.delivered == f.def.size {
+                f.finish = Some(now);
+                f.outcome = Outcome::Completed;
+                self.on_delivered(now, p.flow);
+            }
+            return;
+        }
+        let (slot, gen) = {
+            let f = &self.flows[p.flow as usize];
+            (f.qp, f.qp_gen)
+        };
+        if slot == NO_QP || self.qps[slot as usize].dead || self.qps[slot as usize].gen != gen {
+            // A straggler for a finished queue pair (a retransmission that crossed the
+            // final ACK): nothing to do.
+            self.rc_totals.duplicate_packets +=
+                matches!(p.kind, PktKind::Data | PktKind::ReadRequest) as u64;
+            return;
+        }
+        match p.kind {
+            PktKind::Data | PktKind::ReadRequest => self.at_responder(now, host, slot, &p),
+            PktKind::Ack => {
+                let info = AckInfo {
+                    kind: match p.ack_kind {
+                        0 => AckKind::Ack,
+                        1 => AckKind::NakSeq,
+                        _ => AckKind::NakRnr,
+                    },
+                    psn: p.psn,
+                    credits: p.aux,
+                    rnr_code: p.rnr_code,
+                };
+                self.qps[slot as usize].req.handle_ack(now, info);
+                self.after_requester_input(now, slot);
+            }
+            PktKind::ReadResponse => {
+                if p.flags & FLAG_ECN != 0 {
+                    self.notify(now, slot, &p, true);
+                }
+                let got = self.qps[slot as usize]
+                    .req
+                    .handle_read_response(now, p.psn, p.payload);
+                let f = &mut self.flows[p.flow as usize];
+                f.delivered += got as u64;
+                self.after_requester_input(now, slot);
+            }
+            PktKind::Cnp => {
+                // DCQCN §3.1: the reaction point of the congested direction cuts its rate.
+                self.cc_totals.cnps_received += 1;
+                let qp = &mut self.qps[slot as usize];
+                let rp = if p.flags & FLAG_REVERSE != 0 {
+                    &mut qp.rp_rev
+                } else {
+                    &mut qp.rp_fwd
+                };
+                if let Some(rp) = rp {
+                    rp.handle_timeout(now);
+                    rp.on_cnp(now);
+                    self.cc_totals.rate_cuts += 1;
+                }
+            }
+        }
+    }
+
+    /// An ECN-marked packet `p` reached its receiver: the notification point of its
+    /// direction may send a CNP back to the sender (at most one per `cnp_interval`).
+    pub(super) fn notify(&mut self, now: SimTime, slot: u32, p: &Packet, reverse: bool) {
+        let Some(cc) = self.cc else {
+            return;
+        };
+        let qp = &mut self.qps[slot as usize];
+        let np = if reverse {
+            &mut qp.np_rev
+        } else {
+            &mut qp.np_fwd
+        };
+        if !np.on_marked(now, cc.cnp_interval) {
+            return;
+        }
+        self.cc_totals.cnps_sent += 1;
+        // The CNP goes from the receiver of `p` back to its sender.
+        let mut c = self.new_packet(p.flow, p.dst, p.src, PktKind::Cnp);
+        c.flow_hash ^= 0x2545_f491;
+        c.psn = p.psn;
+        c.seq = p.psn;
+        c.flags = if reverse { FLAG_REVERSE } else { 0 };
+        c.wire = (self.overhead + CNP_PAYLOAD_BYTES) as u32;
+        let id = self.pool.alloc(c);
+        self.nics[p.dst as usize].ctrl.push_back(id);
+        self.kick(now, p.dst);
+    }
+
+    pub(super) fn at_responder(&mut self, now: SimTime, host: u32, slot: u32, p: &Packet) {
+        let req = TxRequest {
+            psn: p.psn,
+            op: match p.op {
+                0 => Op::Write,
+                1 => Op::Send,
+                _ => Op::Read,
+            },
+            payload: p.payload,
+            first: p.flags & FLAG_FIRST != 0,
+            last: p.flags & FLAG_LAST != 0,
+            read_packets: p.aux,
+            retransmission: p.flags & FLAG_RETX != 0,
+            wr_id: p.flow as u64,
+        };
+        if p.flags & FLAG_ECN != 0 {
+            self.notify(now, slot, p, false);
+        }
+        let qp = &mut self.qps[slot as usize];
+        let a = qp.resp.handle_request(&req);
+        if let Some((psn, n)) = a.read {
+            // (Re)start streaming responses from `psn`.
+            qp.read_flow = p.flow;
+            qp.read_next_psn = psn;
+            qp.read_left = n;
+            if !qp.read_listed {
+                qp.read_listed = true;
+                self.nics[host as usize].activate(job_read_responder(slot));
+            }
+        }
+        if a.message_done && req.op == Op::Send {
+            // The application keeps its receive queue full: it posts a new receive WQE
+            // for each one a completed SEND consumed.
+            qp.resp.post_recv(1);
+        }
+        let f = &mut self.flows[p.flow as usize];
+        f.delivered += a.deliver as u64;
+        if a.message_done && f.finish.is_none() {
+            f.finish = Some(now);
+            self.on_delivered(now, p.flow);
+        }
+        if let Some(ack) = a.reply {
+            let mut r = self.new_packet(p.flow, p.dst, p.src, PktKind::Ack);
+            r.psn = ack.psn;
+            r.seq = ack.psn;
+            r.aux = ack.credits;
+            r.ack_kind = match ack.kind {
+                AckKind::Ack => 0,
+                AckKind::NakSeq => 1,
+                AckKind::NakRnr => 2,
+            };
+            r.rnr_code = ack.rnr_code;
+            r.wire = (self.overhead + AETH_BYTES) as u32;
+            let id = self.pool.alloc(r);
+            self.nics[host as usize].ctrl.push_back(id);
+        }
+        self.kick(now, host);
+    }
+}
