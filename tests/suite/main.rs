@@ -3,8 +3,9 @@
 //! of `cargo test --release`. Tests are named `<module>::<test>`, e.g.
 //! `cargo test --release --test suite -- rc::` runs the RC tests only.
 //!
-//! `reference` and the slow tests of `robustness` are skipped by the debug-build step of
-//! `.ci/run`; see there.
+//! `.ci/run` also runs this suite in a debug build (debug assertions, overflow checks),
+//! skipping by name the tests that take over 10 s there; a new slow test belongs in
+//! that list.
 
 mod common;
 
