@@ -1,13 +1,13 @@
 #!/bin/bash
 # Regenerates results/: the reference output of every headline scenario (checked byte
-# for byte by tests/reference.rs), their plots, the capacity-planning decision, and the
-# plots the README shows (results/plots/). Run from the repository root after a
-# deliberate model change, then review `git diff results/`.
+# for byte by tests/suite/reference.rs, one test per scenario), their plots, the
+# capacity-planning decision, and the plots the README shows (results/plots/). Run from
+# the repository root after a deliberate model change, then review `git diff results/`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 BIN=target/release/doorbell
-for s in $(sed -n '/const REFERENCE/,/];/p' tests/reference.rs | grep -o '"[a-z0-9-]*"' | tr -d '"'); do
+for s in $(sed -n '/^reference! {/,/^}/p' tests/suite/reference.rs | grep -o '"[a-z0-9-]*"' | tr -d '"'); do
     echo "run   $s"
     "$BIN" run "scenarios/$s.yaml" --quiet
 done

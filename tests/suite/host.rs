@@ -1,8 +1,7 @@
 //! The host and NIC model against what can be computed by hand: each test builds a case
 //! whose answer follows from the configured costs (issue: "The NIC and its host").
 
-mod common;
-use common::{scenario, scenario_with};
+use crate::common::{scenario, scenario_with};
 use doorbell::metrics::summarize;
 use doorbell::sim::{run, RunOutput, STAGES, T_DONE, T_START};
 

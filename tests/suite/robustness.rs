@@ -19,7 +19,6 @@ use std::any::Any;
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::time::Instant;
 
 // ---------------------------------------------------------------------------------------
 // A small deterministic PRNG (SplitMix64), so every run mutates the same way.
@@ -394,7 +393,6 @@ const MAX_RUNS: usize = 150;
 
 #[test]
 fn mutated_scenarios_never_panic() {
-    let t0 = Instant::now();
     let scenarios = shipped_scenarios();
     assert!(scenarios.len() >= 5, "found {} scenarios", scenarios.len());
     let mut failures: Vec<String> = Vec::new();
@@ -473,10 +471,8 @@ fn mutated_scenarios_never_panic() {
             }
         }
     }
-    let parse_secs = t0.elapsed().as_secs_f64();
 
     // Run up to MAX_RUNS of them, taking scenarios in turn.
-    let t1 = Instant::now();
     let mut runs = 0usize;
     let mut ran = vec![0usize; scenarios.len()];
     let mut round = 0usize;
@@ -510,10 +506,9 @@ fn mutated_scenarios_never_panic() {
         }
         round += 1;
     }
-    let run_secs = t1.elapsed().as_secs_f64();
     eprintln!(
-        "robustness: {} variants ({parsed_ok} parse, {parsed_err} rejected) in {parse_secs:.1}s; \
-         {runs} runs of 50us in {run_secs:.1}s ({})",
+        "robustness: {} variants ({parsed_ok} parse, {parsed_err} rejected); \
+         {runs} runs of 50us ({})",
         parsed_ok + parsed_err,
         scenarios
             .iter()

@@ -1,8 +1,7 @@
 //! Lossless fabrics: PFC and InfiniBand credits never drop; pauses spread to innocent
 //! flows; DCQCN relieves them.
 
-mod common;
-use common::scenario_with as scenario;
+use crate::common::scenario_with as scenario;
 
 use doorbell::metrics::summarize;
 use doorbell::sim::run;

@@ -3,8 +3,7 @@
 //! Each test states the analytic figure, where it comes from and why its tolerance is what
 //! it is. Scenarios are written inline as YAML so each test reads as a user would write it.
 
-mod common;
-use common::{fct_ps, scenario};
+use crate::common::{fct_ps, scenario};
 
 use doorbell::analytic::md1_mean_wait;
 use doorbell::metrics::summarize;

@@ -1,7 +1,6 @@
 //! Collectives against the alpha-beta model and nccl-tests' arithmetic.
 
-mod common;
-use common::{scenario, scenario_with};
+use crate::common::{scenario, scenario_with};
 use doorbell::analytic::ideal_fct;
 use doorbell::metrics::summarize;
 use doorbell::sim::run;

@@ -5,8 +5,7 @@
 //! picoseconds and every delay involved is a whole number of them. Scenarios are inline
 //! YAML, as a user would write them.
 
-mod common;
-use common::{fct_ps, scenario};
+use crate::common::{fct_ps, scenario};
 
 use doorbell::analytic::base_rtt;
 use doorbell::metrics::summarize;
