@@ -18,6 +18,7 @@
 //! of a WRITE and on a READ request, AETH (4 B) on ACKs and on the first and last READ
 //! responses; a CNP carries 16 B. Leaves out: GRH routing, immediate data, atomics.
 
+use crate::cc::{HopTelemetry, Telemetry};
 use crate::engine::{FlowId, PktId};
 use serde::{Deserialize, Serialize};
 
@@ -107,6 +108,10 @@ pub const FLAG_ECN: u8 = 8;
 /// A CNP for the responder-to-requester direction (READ responses).
 pub const FLAG_REVERSE: u8 = 16;
 
+/// The packet asks switch egresses for per-hop telemetry (set by the sender when its
+/// congestion control wants it).
+pub const FLAG_TELEMETRY: u8 = 32;
+
 /// Payload of a RoCEv2 CNP (16 reserved bytes after the BTH).
 pub const CNP_PAYLOAD_BYTES: u64 = 16;
 
@@ -143,6 +148,9 @@ pub struct Packet {
 #[derive(Debug, Default)]
 pub struct PacketPool {
     slots: Vec<Packet>,
+    /// Per-hop telemetry beside each slot, grown only when a packet asks for it, so
+    /// packets without telemetry stay small.
+    telemetry: Vec<Telemetry>,
     free: Vec<PktId>,
     live: u32,
     peak_live: u32,
@@ -159,6 +167,9 @@ impl PacketPool {
         self.peak_live = self.peak_live.max(self.live);
         if let Some(id) = self.free.pop() {
             self.slots[id as usize] = p;
+            if let Some(t) = self.telemetry.get_mut(id as usize) {
+                *t = Telemetry::default();
+            }
             id
         } else {
             self.slots.push(p);
@@ -180,6 +191,21 @@ impl PacketPool {
     #[inline]
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
         &mut self.slots[id as usize]
+    }
+
+    /// Appends a hop to packet `id`'s telemetry.
+    pub fn stamp(&mut self, id: PktId, hop: HopTelemetry) {
+        let i = id as usize;
+        if self.telemetry.len() <= i {
+            self.telemetry
+                .resize(self.slots.len().max(i + 1), Telemetry::default());
+        }
+        self.telemetry[i].push(hop);
+    }
+
+    /// Packet `id`'s telemetry (empty if no switch stamped it).
+    pub fn telemetry(&self, id: PktId) -> Telemetry {
+        self.telemetry.get(id as usize).copied().unwrap_or_default()
     }
 
     /// Packets allocated and not yet freed.
@@ -223,5 +249,35 @@ mod tests {
         assert_ne!(b, c);
         assert_eq!(pool.live(), 2);
         assert_eq!(pool.peak_live(), 2);
+    }
+
+    #[test]
+    fn telemetry_is_per_packet_and_cleared_when_a_slot_is_reused() {
+        let mut pool = PacketPool::new();
+        let a = pool.alloc(Packet::default());
+        let b = pool.alloc(Packet::default());
+        assert_eq!(pool.telemetry(a).len, 0, "no side table until a stamp");
+        let hop = |q| HopTelemetry {
+            queue_bytes: q,
+            ..Default::default()
+        };
+        pool.stamp(b, hop(7));
+        pool.stamp(b, hop(9));
+        let qs: Vec<u64> = pool
+            .telemetry(b)
+            .hops()
+            .iter()
+            .map(|h| h.queue_bytes)
+            .collect();
+        assert_eq!(qs, vec![7, 9]);
+        assert_eq!(pool.telemetry(a).len, 0);
+        pool.free(b);
+        let c = pool.alloc(Packet::default());
+        assert_eq!(c, b);
+        assert_eq!(
+            pool.telemetry(c).len,
+            0,
+            "a reused slot starts without hops"
+        );
     }
 }

@@ -37,6 +37,24 @@ pub enum CcParams {
     Dcqcn(DcqcnParams),
 }
 
+impl CcParams {
+    /// The receiver's minimum spacing of congestion notifications (CNPs), for algorithms
+    /// that use them.
+    pub fn cnp_interval(&self) -> Option<SimDuration> {
+        match self {
+            CcParams::Dcqcn(p) => Some(p.cnp_interval),
+        }
+    }
+
+    /// Whether the algorithm reads per-hop telemetry (then data packets ask switch
+    /// egresses to stamp it).
+    pub fn wants_telemetry(&self) -> bool {
+        match self {
+            CcParams::Dcqcn(_) => false,
+        }
+    }
+}
+
 /// One switch egress's record in a packet's telemetry (HPCC §3.2, INT).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HopTelemetry {
@@ -78,7 +96,7 @@ impl Telemetry {
 /// What an acknowledgement tells the sender's congestion control.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AckFeedback<'a> {
-    /// Payload bytes this ACK newly acknowledged.
+    /// Payload bytes this ACK newly acknowledged, counted in whole path-MTU packets.
     pub acked_bytes: u64,
     /// Round-trip time measured from NIC timestamps, if the ACK carries one.
     pub rtt: Option<SimDuration>,
@@ -120,9 +138,12 @@ impl CongestionControl {
         }
     }
 
-    /// An acknowledgement arrived. DCQCN learns of congestion from CNPs only.
-    pub fn on_ack(&mut self, now: SimTime, _feedback: &AckFeedback) {
-        self.handle_timeout(now);
+    /// An acknowledgement arrived. DCQCN learns of congestion from CNPs only (its timers
+    /// run when it is next asked for its rate).
+    pub fn on_ack(&mut self, _now: SimTime, _feedback: &AckFeedback) {
+        match self {
+            CongestionControl::None | CongestionControl::Dcqcn(_) => {}
+        }
     }
 
     /// A congestion notification arrived; returns whether the algorithm cut its rate.

@@ -16,6 +16,9 @@
 //!   the receiver learns of the queue the packet leaves behind, one queueing delay
 //!   fresher than marking at enqueue.
 //!
+//! - Telemetry (HPCC §3.2, in-band network telemetry): `telemetry(start)` is the record a
+//!   switch egress stamps on a packet that asks for one (queue, bytes sent, time, rate).
+//!
 //! The port is sans-IO: `enqueue`, `poll_transmit`, `handle_tx_done`, `handle_pause`,
 //! `handle_credits` take the time and return what the event loop must schedule; it never
 //! touches the event queue. A queue's depth counts the bytes waiting plus the packet in
@@ -25,6 +28,7 @@
 //! Leaves out: more than two traffic classes, deficit or weighted schedulers between
 //! classes, per-priority PFC on more than the data class.
 
+use crate::cc::HopTelemetry;
 use crate::engine::PktId;
 use crate::topology::{LinkParams, Node, Tier};
 use crate::units::{serialization_delay, SimDuration, SimTime};
@@ -395,6 +399,18 @@ impl EgressPort {
         }
     }
 
+    /// The telemetry record of the packet that started at `start` (HPCC §3.2: INT at
+    /// egress): the bytes queued at this port, counting the packet in service and those
+    /// behind it; the bytes transmitted before it; the time; the link rate.
+    pub fn telemetry(&self, start: SimTime) -> HopTelemetry {
+        HopTelemetry {
+            queue_bytes: self.queued_bytes,
+            tx_bytes: self.tx_bytes,
+            time: start,
+            rate: self.link.rate,
+        }
+    }
+
     /// A host's own packet (never queued, never marked) starts at `start`.
     pub fn transmit_own(&mut self, pkt: PktId, wire: u64, start: SimTime) -> Transmit {
         self.transmit(
@@ -518,6 +534,28 @@ mod tests {
         let sent = p.handle_tx_done();
         assert_eq!((sent.wire, sent.ingress, sent.ctrl), (1000, 7, false));
         assert_eq!((p.queued_bytes, p.tx_bytes, p.tx_packets), (0, 1000, 1));
+    }
+
+    #[test]
+    fn telemetry_stamps_queue_bytes_sent_time_and_rate_at_departure() {
+        let mut p = switch_port();
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 500, 0, false));
+        let tx = p.poll_transmit(SimTime(0)).unwrap();
+        // Packet 1 leaves with itself and packet 2 queued, nothing sent before it.
+        let t1 = p.telemetry(tx.start);
+        assert_eq!(
+            (t1.queue_bytes, t1.tx_bytes, t1.time, t1.rate),
+            (1500, 0, SimTime(0), G100)
+        );
+        p.handle_tx_done();
+        let tx = p.poll_transmit(tx.end).unwrap();
+        // Packet 2 leaves 80 ns later: 500 B queued (itself), 1000 B sent before it.
+        let t2 = p.telemetry(tx.start);
+        assert_eq!(
+            (t2.queue_bytes, t2.tx_bytes, t2.time),
+            (500, 1000, SimTime(80_000))
+        );
     }
 
     #[test]

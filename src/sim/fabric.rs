@@ -8,7 +8,7 @@ use super::Sim;
 use crate::components::ingress::Upstream;
 use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
 use crate::engine::{Event, FlowId, PktId, PortId};
-use crate::packet::{PktKind, FLAG_ECN};
+use crate::packet::{PktKind, FLAG_ECN, FLAG_TELEMETRY};
 use crate::routing::{Candidates, RouteKey};
 use crate::topology::Node;
 use crate::units::SimTime;
@@ -29,6 +29,14 @@ impl Sim {
     fn launch(&mut self, port: PortId, tx: Transmit) {
         if tx.ecn_marked {
             self.pool.get_mut(tx.pkt).flags |= FLAG_ECN;
+        }
+        // The telemetry hook at switch egress (only when an algorithm reads it).
+        if self.telemetry
+            && self.ports[port as usize].switch.is_some()
+            && self.pool.get(tx.pkt).flags & FLAG_TELEMETRY != 0
+        {
+            let hop = self.ports[port as usize].telemetry(tx.start);
+            self.pool.stamp(tx.pkt, hop);
         }
         self.q.schedule(tx.end, Event::TxDone { port });
         if let Some(at) = self.wires[port as usize].launch(tx.pkt, tx.wire, tx.start, tx.end) {

@@ -26,7 +26,7 @@
 //! once and are reused.
 
 use crate::analytic::ideal_fct;
-use crate::cc::dcqcn::DcqcnParams;
+use crate::cc::CcParams;
 use crate::components::{
     EgressPort, FlowControl, Forwarding, Ingress, Loss, Nic, Switch, Wire, WireFaults, CREDIT_BLOCK,
 };
@@ -286,7 +286,9 @@ pub struct Sim {
     /// 1 + channel for a collective's.
     pairs: HashMap<(u32, u32, u32), u32>,
     rc_totals: RcTotals,
-    cc: Option<DcqcnParams>,
+    cc: Option<CcParams>,
+    /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
+    telemetry: bool,
     cc_totals: CcTotals,
     /// Link-level flow control keeps every buffer from overflowing.
     lossless: bool,
@@ -463,7 +465,11 @@ impl Sim {
             free_qps: Vec::new(),
             pairs: HashMap::new(),
             fault_totals: FaultTotals::default(),
-            cc: sc.cc,
+            cc: sc.cc.map(CcParams::Dcqcn),
+            telemetry: sc
+                .cc
+                .map(CcParams::Dcqcn)
+                .is_some_and(|c| c.wants_telemetry()),
             cc_totals: CcTotals::default(),
             lossless: fc.lossless(),
             samples: Vec::new(),
@@ -653,14 +659,9 @@ impl Sim {
                 Outcome::Pending if live_qp => {
                     let qp = &mut self.qps[flow.qp as usize];
                     // The data direction: requester to responder, or back for a READ.
-                    let rp = if read { &mut qp.rp_rev } else { &mut qp.rp_fwd };
-                    match rp {
-                        Some(rp) => {
-                            rp.handle_timeout(now);
-                            rp.rate_bps()
-                        }
-                        None => line,
-                    }
+                    let cc = if read { &mut qp.cc_rev } else { &mut qp.cc_fwd };
+                    cc.handle_timeout(now);
+                    cc.rate_bps().unwrap_or(line)
                 }
                 Outcome::Pending if flow.def.start <= now => line,
                 _ => 0.0,

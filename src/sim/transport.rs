@@ -5,11 +5,12 @@
 //! outputs between the packets and the queue pairs.
 
 use super::{Outcome, Sim, Todo, NO_QP, RAW_JOB};
-use crate::cc::dcqcn::{NotificationPoint, ReactionPoint};
+use crate::cc::dcqcn::NotificationPoint;
+use crate::cc::{AckFeedback, CongestionControl};
 use crate::engine::{Event, FlowId, PktId};
 use crate::packet::{
     Packet, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST, FLAG_RETX,
-    FLAG_REVERSE, RETH_BYTES,
+    FLAG_REVERSE, FLAG_TELEMETRY, RETH_BYTES,
 };
 use crate::rng::{stream_seed, Stream};
 use crate::scenario::Connections;
@@ -48,10 +49,11 @@ pub(super) struct Qp {
     pub(super) pipeline: VecDeque<FlowId>,
     /// Bumped each time the slot is reused.
     pub(super) gen: u32,
-    /// DCQCN rate limiters: requester to responder (WRITE/SEND data), and responder to
-    /// requester (READ responses); and the notification points that answer them.
-    pub(super) rp_fwd: Option<ReactionPoint>,
-    pub(super) rp_rev: Option<ReactionPoint>,
+    /// Congestion control of each direction: requester to responder (WRITE/SEND data),
+    /// and responder to requester (READ responses); and the DCQCN notification points
+    /// that answer them with CNPs.
+    pub(super) cc_fwd: CongestionControl,
+    pub(super) cc_rev: CongestionControl,
     pub(super) np_fwd: NotificationPoint,
     pub(super) np_rev: NotificationPoint,
     /// Earliest time each direction may send its next packet (pacing).
@@ -141,8 +143,8 @@ impl Sim {
                     read_listed: false,
                     dead: false,
                     gen: 0,
-                    rp_fwd: self.cc.map(|p| ReactionPoint::new(p, line, now)),
-                    rp_rev: self.cc.map(|p| ReactionPoint::new(p, line, now)),
+                    cc_fwd: CongestionControl::new(self.cc, line, now),
+                    cc_rev: CongestionControl::new(self.cc, line, now),
                     np_fwd: NotificationPoint::default(),
                     np_rev: NotificationPoint::default(),
                     next_fwd: now,
@@ -319,21 +321,20 @@ impl Sim {
         }
     }
 
-    /// A paced direction sent `wire` bytes: its next packet may go one serialization time
-    /// at the DCQCN rate later (the rate limiter of DCQCN §3.1).
+    /// A direction sent `wire` bytes: if its congestion control paces, its next packet may
+    /// go one serialization time at that rate later (the rate limiter of DCQCN §3.1).
     pub(super) fn pace(&mut self, now: SimTime, job: u32, wire: u64) {
         let qp = &mut self.qps[(job >> 1) as usize];
-        let (rp, next) = if job & 1 == 0 {
-            (&mut qp.rp_fwd, &mut qp.next_fwd)
+        let (cc, next) = if job & 1 == 0 {
+            (&mut qp.cc_fwd, &mut qp.next_fwd)
         } else {
-            (&mut qp.rp_rev, &mut qp.next_rev)
+            (&mut qp.cc_rev, &mut qp.next_rev)
         };
-        if let Some(rp) = rp {
-            rp.handle_timeout(now);
-            let rate = BitsPerSec(rp.rate_bps().max(1.0) as u64);
-            *next = now + serialization_delay(wire, rate);
-            rp.on_bytes_sent(wire);
+        cc.handle_timeout(now);
+        if let Some(rate) = cc.rate_bps() {
+            *next = now + serialization_delay(wire, BitsPerSec(rate.max(1.0) as u64));
         }
+        cc.on_send(now, wire);
     }
 
     pub(super) fn new_packet(&mut self, flow: FlowId, src: u32, dst: u32, kind: PktKind) -> Packet {
@@ -408,7 +409,8 @@ impl Sim {
         p.wire = (tx.payload as u64 + self.overhead + ext) as u32;
         p.flags = (tx.first as u8 * FLAG_FIRST)
             | (tx.last as u8 * FLAG_LAST)
-            | (tx.retransmission as u8 * FLAG_RETX);
+            | (tx.retransmission as u8 * FLAG_RETX)
+            | (self.telemetry as u8 * FLAG_TELEMETRY);
         p.op = match tx.op {
             Op::Write => 0,
             Op::Send => 1,
@@ -451,7 +453,9 @@ impl Sim {
         p.seq = psn;
         p.payload = payload as u32;
         p.wire = (payload + self.overhead + aeth) as u32;
-        p.flags = (first as u8 * FLAG_FIRST) | (last as u8 * FLAG_LAST);
+        p.flags = (first as u8 * FLAG_FIRST)
+            | (last as u8 * FLAG_LAST)
+            | (self.telemetry as u8 * FLAG_TELEMETRY);
         Some((self.pool.alloc(p), more))
     }
 
@@ -621,7 +625,20 @@ impl Sim {
                     credits: p.aux,
                     rnr_code: p.rnr_code,
                 };
-                self.qps[slot as usize].req.handle_ack(now, info);
+                let qp = &mut self.qps[slot as usize];
+                let before = qp.req.in_flight_packets();
+                qp.req.handle_ack(now, info);
+                // The ACK's news for the data direction's congestion control, and the
+                // window it now allows the requester.
+                let acked = before.saturating_sub(qp.req.in_flight_packets());
+                let feedback = AckFeedback {
+                    acked_bytes: acked * self.mtu,
+                    rtt: None,
+                    telemetry: None,
+                };
+                qp.cc_fwd.on_ack(now, &feedback);
+                let window = qp.cc_fwd.cwnd_packets(self.mtu + self.overhead);
+                qp.req.set_cc_window(window);
                 self.after_requester_input(now, slot);
             }
             PktKind::ReadResponse => {
@@ -639,14 +656,12 @@ impl Sim {
                 // DCQCN §3.1: the reaction point of the congested direction cuts its rate.
                 self.cc_totals.cnps_received += 1;
                 let qp = &mut self.qps[slot as usize];
-                let rp = if p.flags & FLAG_REVERSE != 0 {
-                    &mut qp.rp_rev
+                let cc = if p.flags & FLAG_REVERSE != 0 {
+                    &mut qp.cc_rev
                 } else {
-                    &mut qp.rp_fwd
+                    &mut qp.cc_fwd
                 };
-                if let Some(rp) = rp {
-                    rp.handle_timeout(now);
-                    rp.on_cnp(now);
+                if cc.on_cnp(now) {
                     self.cc_totals.rate_cuts += 1;
                 }
             }
@@ -656,7 +671,7 @@ impl Sim {
     /// An ECN-marked packet `p` reached its receiver: the notification point of its
     /// direction may send a CNP back to the sender (at most one per `cnp_interval`).
     pub(super) fn notify(&mut self, now: SimTime, slot: u32, p: &Packet, reverse: bool) {
-        let Some(cc) = self.cc else {
+        let Some(cnp_interval) = self.cc.and_then(|c| c.cnp_interval()) else {
             return;
         };
         let qp = &mut self.qps[slot as usize];
@@ -665,7 +680,7 @@ impl Sim {
         } else {
             &mut qp.np_fwd
         };
-        if !np.on_marked(now, cc.cnp_interval) {
+        if !np.on_marked(now, cnp_interval) {
             return;
         }
         self.cc_totals.cnps_sent += 1;

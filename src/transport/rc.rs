@@ -232,6 +232,10 @@ pub struct Requester {
     /// When the local ACK timer expires, if armed.
     ack_deadline: Option<crate::units::SimTime>,
     credits: u32,
+    /// The congestion-control window, packets (`None`: none), set by the NIC from its
+    /// algorithm; the requester keeps in flight no more than the smaller of this and
+    /// `window_packets`.
+    cc_window_packets: Option<u32>,
     completions: VecDeque<Completion>,
     pub stats: RequesterStats,
 }
@@ -251,8 +255,23 @@ impl Requester {
             rnr_wait_until: None,
             ack_deadline: None,
             credits: initial_credits,
+            cc_window_packets: None,
             completions: VecDeque::new(),
             stats: RequesterStats::default(),
+        }
+    }
+
+    /// Sets the congestion-control window (`None`: no window from congestion control).
+    pub fn set_cc_window(&mut self, packets: Option<u32>) {
+        self.cc_window_packets = packets;
+    }
+
+    /// The window that limits packets in flight: the smaller of the configured
+    /// `window_packets` and the congestion-control window.
+    pub fn window(&self) -> Option<u32> {
+        match (self.p.window_packets, self.cc_window_packets) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -334,7 +353,7 @@ impl Requester {
             }
             self.rnr_wait_until = None;
         }
-        if let Some(w) = self.p.window_packets {
+        if let Some(w) = self.window() {
             if self.nxt - self.una >= w as u64 {
                 return None;
             }
@@ -840,6 +859,30 @@ mod tests {
         assert_eq!(drain(&mut r, T0).len(), 2);
         r.handle_ack(SimTime(5), ack(0));
         assert_eq!(drain(&mut r, SimTime(5)).len(), 1);
+    }
+
+    #[test]
+    fn congestion_control_window_and_window_packets_take_the_smaller() {
+        let mut r = Requester::new(
+            RcParams {
+                window_packets: Some(3),
+                ..params()
+            },
+            0,
+        );
+        r.set_cc_window(Some(1));
+        assert_eq!(r.window(), Some(1));
+        r.post(1, Op::Write, 5000);
+        assert_eq!(drain(&mut r, T0).len(), 1, "the CC window of 1 binds");
+        r.set_cc_window(Some(10));
+        assert_eq!(r.window(), Some(3));
+        assert_eq!(drain(&mut r, T0).len(), 2, "now window_packets = 3 binds");
+        r.set_cc_window(None);
+        assert_eq!(r.window(), Some(3));
+        let mut u = Requester::new(params(), 0);
+        u.set_cc_window(Some(2));
+        u.post(1, Op::Write, 5000);
+        assert_eq!(drain(&mut u, T0).len(), 2, "a CC window alone limits too");
     }
 
     #[test]
