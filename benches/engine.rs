@@ -29,10 +29,14 @@ fn event_queue(c: &mut Criterion) {
     g.throughput(Throughput::Elements(OPS));
     g.bench_function("event_queue", |b| {
         b.iter(|| {
-            let mut q = EventQueue::new();
+            let mut q = EventQueue::new(PENDING as usize);
             let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
             for i in 0..PENDING {
-                q.schedule(SimTime(i * 1000), Event::TxDone { port: i as u32 });
+                q.schedule(
+                    SimTime(i * 1000),
+                    i as u32,
+                    Event::TxDone { port: i as u32 },
+                );
             }
             for _ in 0..OPS {
                 let (t, ev) = q.pop().expect("pending");
@@ -40,7 +44,11 @@ fn event_queue(c: &mut Criterion) {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                q.schedule(t + SimDuration(x % 4_000_000), black_box(ev));
+                let src = match ev {
+                    Event::TxDone { port } => port,
+                    _ => 0,
+                };
+                q.schedule(t + SimDuration(x % 4_000_000), src, black_box(ev));
             }
             black_box(q.len())
         })

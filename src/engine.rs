@@ -1,10 +1,16 @@
 //! The deterministic event engine: one priority queue of events ordered by
-//! (time, insertion sequence).
+//! (time, source component, that source's own counter).
 //!
-//! Models: a discrete-event scheduler in integer picoseconds. Events with equal times pop
-//! in the order they were pushed ("the insertion order of equal keys is preserved", as in
-//! nexosim), so a run is a pure function of the scenario and seed. Scheduling into the
-//! past is a bug and trips a debug assertion.
+//! Models: a discrete-event scheduler in integer picoseconds. Every event names the
+//! component that scheduled it ([`Source`]: an egress port, a wire, an ingress, a NIC, or
+//! the workload); each source numbers its own events. Events with equal times pop by
+//! source, then in the order their source scheduled them. The order of two simultaneous
+//! events therefore depends only on what each component did, never on how the run
+//! interleaved components, so a fabric cut into partitions that run on different cores
+//! orders every tie exactly as one queue does (the rule of conservative parallel DES:
+//! Chandy-Misra-Bryant, and the per-link lookahead of a minimum link latency). A run is a
+//! pure function of the scenario and seed. Scheduling into the past is an error in
+//! release builds too: it would silently reorder cause and effect.
 //!
 //! Leaves out: cancellation. Components keep at most one pending event per timer and skip
 //! stale ones by a generation number, rather than searching the heap.
@@ -66,9 +72,19 @@ pub enum Event {
     CollDone { run: u32, xfer: u32 },
 }
 
+/// The component that scheduled an event: an index into the queue's per-source counters
+/// (the event loop numbers its components; see `sim::Sources`).
+pub type Source = u32;
+
+/// Bits of the key below the time: source above, its counter below.
+const COUNTER_BITS: u32 = 40;
+/// The most sources a queue can number (16.7 million components).
+pub const MAX_SOURCES: usize = 1 << (64 - COUNTER_BITS);
+
 #[derive(Debug)]
 struct Entry {
-    /// (time << 64) | seq: one comparison orders by time, then insertion sequence.
+    /// (time << 64) | (source << 40) | counter: one comparison orders by time, then
+    /// source, then the source's own sequence.
     key: u128,
     event: Event,
 }
@@ -92,17 +108,28 @@ impl Ord for Entry {
 }
 
 /// The event queue. `now` only moves forward.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventQueue {
     heap: BinaryHeap<Entry>,
-    seq: u64,
+    /// Each source's next sequence number.
+    counters: Vec<u64>,
     now: SimTime,
     popped: u64,
 }
 
 impl EventQueue {
-    pub fn new() -> Self {
-        Self::default()
+    /// A queue for components numbered `0..sources`.
+    pub fn new(sources: usize) -> Self {
+        assert!(
+            sources <= MAX_SOURCES,
+            "{sources} event sources: at most {MAX_SOURCES}"
+        );
+        EventQueue {
+            heap: BinaryHeap::new(),
+            counters: vec![0; sources],
+            now: SimTime::ZERO,
+            popped: 0,
+        }
     }
 
     /// The time of the event being processed (or last processed).
@@ -125,16 +152,20 @@ impl EventQueue {
         self.heap.is_empty()
     }
 
-    /// Schedules `event` at `at`. Scheduling into the past is a bug.
+    /// Schedules `event` at `at` on behalf of component `source`. Scheduling into the past
+    /// is a bug, caught in every build.
     #[inline]
-    pub fn schedule(&mut self, at: SimTime, event: Event) {
-        debug_assert!(
+    pub fn schedule(&mut self, at: SimTime, source: Source, event: Event) {
+        assert!(
             at >= self.now,
             "scheduled {event:?} at {at} before now {}",
             self.now
         );
-        let key = ((at.0 as u128) << 64) | self.seq as u128;
-        self.seq += 1;
+        let counter = &mut self.counters[source as usize];
+        let seq = *counter;
+        *counter += 1;
+        assert!(seq < 1 << COUNTER_BITS, "source {source}: 2^40 events");
+        let key = ((at.0 as u128) << 64) | ((source as u128) << COUNTER_BITS) | seq as u128;
         self.heap.push(Entry { key, event });
     }
 
@@ -161,11 +192,11 @@ mod tests {
 
     #[test]
     fn orders_by_time_then_insertion() {
-        let mut q = EventQueue::new();
-        q.schedule(SimTime(10), Event::TxDone { port: 1 });
-        q.schedule(SimTime(5), Event::TxDone { port: 2 });
-        q.schedule(SimTime(10), Event::TxDone { port: 3 });
-        q.schedule(SimTime(5), Event::TxDone { port: 4 });
+        let mut q = EventQueue::new(1);
+        q.schedule(SimTime(10), 0, Event::TxDone { port: 1 });
+        q.schedule(SimTime(5), 0, Event::TxDone { port: 2 });
+        q.schedule(SimTime(10), 0, Event::TxDone { port: 3 });
+        q.schedule(SimTime(5), 0, Event::TxDone { port: 4 });
         let order: Vec<_> = std::iter::from_fn(|| q.pop())
             .map(|(t, e)| match e {
                 Event::TxDone { port } => (t.0, port),
@@ -176,21 +207,50 @@ mod tests {
         assert_eq!(q.events_processed(), 4);
     }
 
+    fn drain(q: &mut EventQueue) -> Vec<(u64, u32)> {
+        std::iter::from_fn(|| q.pop())
+            .map(|(t, e)| match e {
+                Event::TxDone { port } => (t.0, port),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
     #[test]
-    #[cfg(debug_assertions)]
+    fn ties_go_by_source_then_the_sources_own_order_whatever_the_interleaving() {
+        // Sources 0 and 1 each schedule two events at t = 5 (ports 10, 11 from source 1;
+        // 20, 21 from source 0). However the two sources interleave their calls, as two
+        // partitions running at different speeds would, the pop order is the same.
+        let interleavings: [&[u32]; 3] = [&[0, 0, 1, 1], &[1, 1, 0, 0], &[1, 0, 1, 0]];
+        let mut orders = Vec::new();
+        for calls in interleavings {
+            let mut q = EventQueue::new(2);
+            let mut next = [20u32, 10];
+            for &src in calls {
+                let port = next[src as usize];
+                next[src as usize] += 1;
+                q.schedule(SimTime(5), src, Event::TxDone { port });
+            }
+            orders.push(drain(&mut q));
+        }
+        assert_eq!(orders[0], vec![(5, 20), (5, 21), (5, 10), (5, 11)]);
+        assert!(orders.iter().all(|o| *o == orders[0]), "{orders:?}");
+    }
+
+    #[test]
     #[should_panic(expected = "before now")]
-    fn scheduling_into_the_past_is_caught() {
-        let mut q = EventQueue::new();
-        q.schedule(SimTime(10), Event::FlowStart { flow: 0 });
+    fn scheduling_into_the_past_is_caught_in_every_build() {
+        let mut q = EventQueue::new(1);
+        q.schedule(SimTime(10), 0, Event::FlowStart { flow: 0 });
         q.pop();
-        q.schedule(SimTime(9), Event::FlowStart { flow: 1 });
+        q.schedule(SimTime(9), 0, Event::FlowStart { flow: 1 });
     }
 
     #[test]
     fn a_random_schedule_pops_in_key_order() {
         // Against a sorted reference: 10,000 events at pseudo-random times, popped while
         // more are scheduled, come out ordered by (time, insertion).
-        let mut q = EventQueue::new();
+        let mut q = EventQueue::new(1);
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut reference = Vec::new();
         let mut out = Vec::new();
@@ -199,7 +259,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let t = q.now().0 + x % 1000;
-            q.schedule(SimTime(t), Event::TxDone { port: i });
+            q.schedule(SimTime(t), 0, Event::TxDone { port: i });
             reference.push((t, i));
             if i % 3 == 0 {
                 let (t, e) = q.pop().unwrap();

@@ -2,6 +2,7 @@
 //! for goes over the intra-host link when both ranks share a server, else becomes a
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
+use super::Sources;
 use super::{FlowState, Sim};
 use crate::analytic::ideal_fct_on_path;
 use crate::collective::Send;
@@ -40,7 +41,11 @@ impl Sim {
                 let end = now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
                 self.gpu_link_free[gpu] = end;
                 let done = self.colls[run as usize].landed(s.xfer, end + latency);
-                self.q.schedule(done, Event::CollDone { run, xfer: s.xfer });
+                self.q.schedule(
+                    done,
+                    Sources::WORKLOAD,
+                    Event::CollDone { run, xfer: s.xfer },
+                );
                 continue;
             }
             // PXN: leave through this host's NIC on the receiver's rail (the relay to that

@@ -38,19 +38,24 @@ impl Sim {
             let hop = self.ports[port as usize].telemetry(tx.start);
             self.pool.stamp(tx.pkt, hop);
         }
-        self.q.schedule(tx.end, Event::TxDone { port });
+        self.q
+            .schedule(tx.end, self.src.port(port), Event::TxDone { port });
         if let Some(at) = self.wires[port as usize].launch(tx.pkt, tx.wire, tx.start, tx.end) {
-            self.q.schedule(at, Event::Arrive { port });
+            self.q
+                .schedule(at, self.src.wire(port), Event::Arrive { port });
         }
     }
 
     /// What an ingress sends back to its link's sender, as events.
     #[inline]
     fn upstream(&mut self, port: PortId, u: Upstream) {
+        let src = self.src.ingress(port);
         match u {
-            Upstream::Pfc { at, pause } => self.q.schedule(at, Event::Pfc { port, pause }),
-            Upstream::Refresh { at } => self.q.schedule(at, Event::PfcRefresh { port }),
-            Upstream::Credit { at, blocks } => self.q.schedule(at, Event::Credit { port, blocks }),
+            Upstream::Pfc { at, pause } => self.q.schedule(at, src, Event::Pfc { port, pause }),
+            Upstream::Refresh { at } => self.q.schedule(at, src, Event::PfcRefresh { port }),
+            Upstream::Credit { at, blocks } => {
+                self.q.schedule(at, src, Event::Credit { port, blocks })
+            }
         }
     }
 
@@ -88,7 +93,8 @@ impl Sim {
     pub(super) fn on_arrive(&mut self, now: SimTime, port: PortId) {
         let (w, next) = self.wires[port as usize].handle_arrive(now);
         if let Some(t) = next {
-            self.q.schedule(t, Event::Arrive { port });
+            self.q
+                .schedule(t, self.src.wire(port), Event::Arrive { port });
         }
         self.arrived(now, port, w);
     }
@@ -124,7 +130,8 @@ impl Sim {
         match self.ports[port as usize].pause_gate(now) {
             Gate::Paused(wake) => {
                 if let Some(t) = wake {
-                    self.q.schedule(t, Event::PortWake { port });
+                    self.q
+                        .schedule(t, self.src.port(port), Event::PortWake { port });
                 }
                 true
             }
@@ -155,7 +162,9 @@ impl Sim {
     pub(super) fn try_start(&mut self, now: SimTime, port: PortId) {
         match self.ports[port as usize].poll_transmit(now) {
             Ok(tx) => self.launch(port, tx),
-            Err(Some(wake)) => self.q.schedule(wake, Event::PortWake { port }),
+            Err(Some(wake)) => self
+                .q
+                .schedule(wake, self.src.port(port), Event::PortWake { port }),
             Err(None) => {}
         }
     }

@@ -29,6 +29,7 @@
 //! interrupts but is not on the message's latency path.
 
 use super::transport::job_requester;
+use super::Sources;
 use super::{Sim, NO_QP};
 use crate::engine::{Event, FlowId};
 use crate::nic::config::{DataPath, HostConfig, ModerationConfig, Notify};
@@ -385,6 +386,7 @@ impl Sim {
         if at > now {
             self.q.schedule(
                 at,
+                self.src.nic(source),
                 Event::FlowStage {
                     flow,
                     stage: ST_TO_POSTER,
@@ -433,8 +435,11 @@ impl Sim {
         if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
             n.stats.cpu_ps[CPU_POSTING] += cost.0;
         }
-        self.q
-            .schedule(now + cost, Event::PosterDone { nic, poster: id });
+        self.q.schedule(
+            now + cost,
+            self.src.nic(nic),
+            Event::PosterDone { nic, poster: id },
+        );
     }
 
     pub(super) fn on_poster_done(&mut self, now: SimTime, nic: u32, id: u32) {
@@ -475,6 +480,7 @@ impl Sim {
             extra += h.tx(def.src, def.workload).control_extra;
             self.q.schedule(
                 now + latency + extra,
+                self.src.nic(nic),
                 Event::FlowStage {
                     flow: head,
                     stage: ST_DOORBELL,
@@ -498,8 +504,11 @@ impl Sim {
             if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
                 n.stats.cpu_ps[CPU_POSTING] += mmio.0;
             }
-            self.q
-                .schedule(now + mmio, Event::PosterDone { nic, poster: id });
+            self.q.schedule(
+                now + mmio,
+                self.src.nic(nic),
+                Event::PosterDone { nic, poster: id },
+            );
         } else {
             self.poster_step(now, nic, id);
         }
@@ -578,6 +587,7 @@ impl Sim {
         if done > now {
             self.q.schedule(
                 done,
+                self.src.nic(src),
                 Event::FlowStage {
                     flow,
                     stage: ST_PROCESSED,
@@ -628,7 +638,9 @@ impl Sim {
         }
         let at =
             now + cfg.pcie_round_trip + SimDuration(2 * extra.0) + serialization_delay(bytes, bw);
-        self.q.schedule(at, Event::FlowStage { flow, stage: kind });
+        let source = self.src.nic(def.src);
+        self.q
+            .schedule(at, source, Event::FlowStage { flow, stage: kind });
     }
 
     /// A read finished: its slot goes to the next waiting read.
@@ -712,6 +724,7 @@ impl Sim {
         n.stats.touch(now);
         self.q.schedule(
             at,
+            self.src.nic(rx),
             Event::FlowStage {
                 flow,
                 stage: ST_RECV_CQE,
@@ -728,6 +741,7 @@ impl Sim {
         let at = now + h.cqe_latency(def.src, def.workload, false);
         self.q.schedule(
             at,
+            self.src.nic(def.src),
             Event::FlowStage {
                 flow,
                 stage: ST_SEND_CQE,
@@ -797,7 +811,7 @@ impl Sim {
         };
         if n.irq_at.map_or(true, |s| t < s) {
             n.irq_at = Some(t);
-            self.q.schedule(t, Event::Irq { nic });
+            self.q.schedule(t, self.src.nic(nic), Event::Irq { nic });
         }
     }
 
@@ -885,13 +899,15 @@ impl Sim {
     pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
         if let Some((run, xfer)) = self.flows[flow as usize].coll {
             let done = self.colls[run as usize].landed(xfer, at);
-            self.q.schedule(done, Event::CollDone { run, xfer });
+            self.q
+                .schedule(done, Sources::WORKLOAD, Event::CollDone { run, xfer });
             return;
         }
         let mut next = self.dep_head[flow as usize];
         while next != NONE {
             let start = at.max(self.flows[next as usize].def.start);
-            self.q.schedule(start, Event::FlowStart { flow: next });
+            self.q
+                .schedule(start, Sources::WORKLOAD, Event::FlowStart { flow: next });
             next = self.dep_next[next as usize];
         }
     }

@@ -30,7 +30,7 @@ use crate::cc::CcParams;
 use crate::components::{
     EgressPort, FlowControl, Forwarding, Ingress, Loss, Nic, Switch, Wire, WireFaults, CREDIT_BLOCK,
 };
-use crate::engine::{Event, EventQueue, FlowId};
+use crate::engine::{Event, EventQueue, FlowId, PortId, Source};
 use crate::packet::PacketPool;
 use crate::rng::{stream, stream_seed, Stream};
 use crate::routing::RoutingPolicy;
@@ -261,10 +261,45 @@ pub struct RunOutput {
     pub collectives: Vec<crate::collective::CollectiveResult>,
 }
 
+/// The numbering of event sources for the engine's tie order ([`crate::engine::Source`]):
+/// the workload (flow starts, collectives, samples), then each egress port (its ends of
+/// serialization and wake-ups), each wire (its arrivals), each ingress (the PFC frames
+/// and credits it sends back), each NIC (its pacing, timers and host pipeline).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sources {
+    ports: u32,
+    hosts: u32,
+}
+
+impl Sources {
+    pub(super) const WORKLOAD: Source = 0;
+
+    pub(super) fn count(self) -> usize {
+        1 + 3 * self.ports as usize + self.hosts as usize
+    }
+    #[inline]
+    pub(super) fn port(self, port: PortId) -> Source {
+        1 + port
+    }
+    #[inline]
+    pub(super) fn wire(self, port: PortId) -> Source {
+        1 + self.ports + port
+    }
+    #[inline]
+    pub(super) fn ingress(self, port: PortId) -> Source {
+        1 + 2 * self.ports + port
+    }
+    #[inline]
+    pub(super) fn nic(self, host: u32) -> Source {
+        1 + 3 * self.ports + host
+    }
+}
+
 /// The simulated world.
 pub struct Sim {
     sc: Scenario,
     q: EventQueue,
+    src: Sources,
     /// Flow ids by start time, and how many have started.
     start_order: Vec<FlowId>,
     next_start: usize,
@@ -395,10 +430,15 @@ impl Sim {
             .filter(|&i| flows[i as usize].def.after.is_none())
             .collect();
         start_order.sort_by_key(|&i| (flows[i as usize].def.start, i));
-        let mut q = EventQueue::new();
+        let src = Sources {
+            ports: topo.ports(),
+            hosts: topo.hosts(),
+        };
+        let mut q = EventQueue::new(src.count());
         if let Some(&first) = start_order.first() {
             q.schedule(
                 flows[first as usize].def.start,
+                Sources::WORKLOAD,
                 Event::FlowStart { flow: first },
             );
         }
@@ -407,7 +447,7 @@ impl Sim {
             Transport::Raw => None,
         };
         if sc.timeseries.is_some() {
-            q.schedule(SimTime::ZERO, Event::Sample);
+            q.schedule(SimTime::ZERO, Sources::WORKLOAD, Event::Sample);
         }
         let hostm = sc
             .host
@@ -422,6 +462,7 @@ impl Sim {
                         .expect("placement checked by validation");
                 q.schedule(
                     SimTime(c.start.0),
+                    Sources::WORKLOAD,
                     Event::CollStart {
                         run: colls.len() as u32,
                     },
@@ -449,6 +490,7 @@ impl Sim {
             dep_head,
             dep_next,
             q,
+            src,
             start_order,
             next_start: 0,
             pool: PacketPool::new(),
@@ -545,7 +587,7 @@ impl Sim {
                             .timeseries
                             .as_ref()
                             .map_or(SimDuration(1), |t| t.interval);
-                        self.q.schedule(now + iv, Event::Sample);
+                        self.q.schedule(now + iv, Sources::WORKLOAD, Event::Sample);
                     }
                     false
                 }
@@ -625,6 +667,7 @@ impl Sim {
             if let Some(&next) = self.start_order.get(self.next_start) {
                 self.q.schedule(
                     self.flows[next as usize].def.start,
+                    Sources::WORKLOAD,
                     Event::FlowStart { flow: next },
                 );
             }

@@ -168,8 +168,10 @@ impl Sim {
                 }
                 if delay > SimDuration::ZERO {
                     let gen = self.qps[slot as usize].gen;
+                    // The receiver (the responder's host) posts its receive WQEs.
+                    let source = self.src.nic(dst);
                     self.q
-                        .schedule(now + delay, Event::RecvPost { qp: slot, gen });
+                        .schedule(now + delay, source, Event::RecvPost { qp: slot, gen });
                 }
                 self.post_wr(now, slot, flow);
                 return;
@@ -316,7 +318,8 @@ impl Sim {
             let h = &mut self.nics[host as usize];
             if h.wake_at.map_or(true, |w| t < w) {
                 h.wake_at = Some(t);
-                self.q.schedule(t, Event::HostWake { host });
+                self.q
+                    .schedule(t, self.src.nic(host), Event::HostWake { host });
             }
         }
     }
@@ -465,7 +468,8 @@ impl Sim {
         if let Some(t) = qp.req.next_timeout() {
             if qp.timer_at.map_or(true, |s| t < s) {
                 qp.timer_at = Some(t);
-                self.q.schedule(t, Event::QpTimer { qp: slot });
+                self.q
+                    .schedule(t, self.src.nic(qp.src), Event::QpTimer { qp: slot });
             }
         }
     }
