@@ -198,21 +198,22 @@ impl Sim {
     fn route(&mut self, now: SimTime, sw: u32, pkt: PktId) -> Option<PortId> {
         let p = self.pool.get(pkt);
         let (dst, flow_hash, seq) = (p.dst, p.flow_hash, p.seq);
-        let topo = &self.topo;
-        let ports = &self.ports;
-        let hosts = topo.hosts();
+        let graph = &self.graph;
+        let hosts = graph.hosts();
         if dst >= hosts {
-            // Addressed to a switch: one fixed path (aggregation trees are static).
+            // Addressed to a switch, always an adjacent one: one fixed link per flow
+            // (aggregation trees are static).
             let target = dst - hosts;
             if target == sw {
                 return None;
             }
-            let k = flow_hash % topo.links_per_spine;
-            return Some(if topo.is_leaf(sw) {
-                topo.leaf_up(sw, (target - topo.leaves) * topo.links_per_spine + k)
-            } else {
-                topo.spine_down(sw - topo.leaves, target, k)
-            });
+            let links = graph.links_between(sw, target);
+            debug_assert!(!links.is_empty(), "switch {sw} is not linked to {target}");
+            return Some(links[(flow_hash % links.len() as u32) as usize]);
+        }
+        let cands = graph.next_hops(sw, dst);
+        if let [only] = cands {
+            return Some(*only);
         }
         let key = RouteKey {
             switch: sw,
@@ -220,25 +221,10 @@ impl Sim {
             flow_hash,
             seq,
         };
-        Some(if topo.is_leaf(sw) {
-            if topo.leaf_of(dst) == sw {
-                topo.leaf_down(dst)
-            } else {
-                let load = |u| ports[topo.leaf_up(sw, u) as usize].queued_bytes;
-                let n = topo.uplinks_per_leaf();
-                topo.leaf_up(sw, self.routing.choose(now, key, Candidates { n, load }))
-            }
-        } else {
-            let spine = sw - topo.leaves;
-            let leaf = topo.leaf_of(dst);
-            let load = |k| ports[topo.spine_down(spine, leaf, k) as usize].queued_bytes;
-            let n = topo.links_per_spine;
-            topo.spine_down(
-                spine,
-                leaf,
-                self.routing.choose(now, key, Candidates { n, load }),
-            )
-        })
+        let ports = &self.ports;
+        let load = |i: u32| ports[cands[i as usize] as usize].queued_bytes;
+        let n = cands.len() as u32;
+        Some(cands[self.routing.choose(now, key, Candidates { n, load }) as usize])
     }
 
     /// A packet reached switch `sw` over `in_port` (its tail arrives at `tail`): routed,

@@ -35,6 +35,7 @@ use crate::packet::PacketPool;
 use crate::rng::{stream, stream_seed, Stream};
 use crate::routing::RoutingPolicy;
 use crate::scenario::{RcConfig, Scenario, Transport};
+use crate::topology::graph::Graph;
 use crate::topology::{Node, Tier, Topology};
 use crate::transport::rc::{Op, RequesterStats, WcStatus};
 use crate::units::{SimDuration, SimTime};
@@ -313,6 +314,8 @@ pub struct Sim {
     routing: RoutingPolicy,
     flows: Vec<FlowState>,
     topo: Topology,
+    /// The fabric's ports and next-hop tables.
+    graph: Graph,
     rc: Option<RcConfig>,
     qps: Vec<Qp>,
     free_qps: Vec<u32>,
@@ -374,11 +377,17 @@ impl Sim {
         let fc = sc.flow_control;
         let cut_through = sc.switch.forwarding == Forwarding::CutThrough;
         let header = sc.encapsulation.header_bytes();
-        let mut ports = Vec::with_capacity(topo.ports() as usize);
-        let mut wires = Vec::with_capacity(topo.ports() as usize);
-        let mut ingress = Vec::with_capacity(topo.ports() as usize);
-        for p in 0..topo.ports() {
-            let (tier, link, switch, to) = topo.port_info(p);
+        let graph = topo.graph();
+        let mut ports = Vec::with_capacity(graph.ports.len());
+        let mut wires = Vec::with_capacity(graph.ports.len());
+        let mut ingress = Vec::with_capacity(graph.ports.len());
+        for (p, gp) in graph.ports.iter().enumerate() {
+            let p = p as u32;
+            let (tier, link, to) = (gp.class, gp.link, gp.to);
+            let switch = match gp.from {
+                Node::Switch(s) => Some(s),
+                Node::Host(_) => None,
+            };
             let mut port = EgressPort::new(tier, link, switch, to, sc.switch.buffer_bytes);
             match fc {
                 FlowControl::Pfc { quanta, .. } => port = port.with_pfc(quanta),
@@ -520,6 +529,7 @@ impl Sim {
             header,
             switch_latency: sc.switch.latency,
             topo,
+            graph,
             sc: sc.clone(),
         }
     }

@@ -19,9 +19,16 @@
 //! Routing (design reference, "Switches and links"): `ecmp` hashes the flow (seeded) to
 //! one uplink; `static` is destination-based d-mod-k as OpenSM's ftree programs it;
 //! `spray` is per-packet round robin (over each flow's packets); `adaptive` picks the uplink with the fewest queued
-//! bytes per packet. Leaves out: failures, multi-tier fabrics, rail wiring.
+//! bytes per packet.
+//!
+//! The shape builds a [`graph::Graph`] (`Topology::graph`): ports with their ends, class
+//! and link, and per-switch next-hop tables by up/down routing; the event loop routes on
+//! the graph's tables. Leaves out: failures, more than two switch levels.
+
+pub mod graph;
 
 use crate::units::{BitsPerSec, SimDuration};
+use graph::{Graph, GraphPort};
 use serde::Serialize;
 
 /// A node a port delivers to.
@@ -230,6 +237,25 @@ impl Topology {
         }
     }
 
+    /// The fabric as a graph: every port with its ends, class and link, and the
+    /// switches' next-hop tables (up/down routing).
+    pub fn graph(&self) -> Graph {
+        let ports = (0..self.ports())
+            .map(|p| {
+                let (class, link, switch, to) = self.port_info(p);
+                GraphPort {
+                    from: switch.map_or(Node::Host(p), Node::Switch),
+                    to,
+                    class,
+                    link,
+                    reverse: self.reverse_port(p),
+                }
+            })
+            .collect();
+        Graph::new(self.hosts(), self.switches(), ports)
+            .expect("a leaf-spine shape is a routable graph")
+    }
+
     /// Number of switches a packet from `src` to `dst` crosses: 1 under one leaf, 3 across
     /// the spines.
     pub fn switch_hops(&self, src: u32, dst: u32) -> u32 {
@@ -314,6 +340,117 @@ mod tests {
         assert_eq!(
             t.port_name(t.reverse_port(t.leaf_up(2, 3))),
             "spine1->leaf2#1"
+        );
+    }
+
+    #[test]
+    fn graph_tables_give_the_layouts_candidates_in_order() {
+        // Every (switch, host) pair: the up/down table built from the wiring lists the
+        // same ports, in the same order, as the arithmetic layout (so routing policies
+        // choose the same port by index).
+        let t = topo();
+        let g = t.graph();
+        for sw in 0..t.switches() {
+            for dst in 0..t.hosts() {
+                let want: Vec<u32> = if t.is_leaf(sw) {
+                    if t.leaf_of(dst) == sw {
+                        vec![t.leaf_down(dst)]
+                    } else {
+                        (0..t.uplinks_per_leaf())
+                            .map(|u| t.leaf_up(sw, u))
+                            .collect()
+                    }
+                } else {
+                    let k = t.links_per_spine;
+                    (0..k)
+                        .map(|k| t.spine_down(sw - t.leaves, t.leaf_of(dst), k))
+                        .collect()
+                };
+                assert_eq!(
+                    g.next_hops(sw, dst),
+                    want.as_slice(),
+                    "switch {sw} host {dst}"
+                );
+            }
+        }
+        assert_eq!(g.links_between(0, 3), &[t.leaf_up(0, 0), t.leaf_up(0, 1)]);
+        assert_eq!(
+            g.links_between(4, 2),
+            &[t.spine_down(1, 2, 0), t.spine_down(1, 2, 1)]
+        );
+        // Groups are shared: per leaf one group of its 4 uplinks serves every remote
+        // leaf; per spine and leaf one group of 2 links down (also the spine's adjacency
+        // to that leaf); per leaf and spine the 2 links up to it (adjacency).
+        assert_eq!(g.table_hops(), 3 * 4 + 2 * 3 * 2 + 3 * 2 * 2);
+    }
+
+    /// A hand-wired fabric: two ports per cable, `a`-`b` then `b`-`a`.
+    fn wire(ports: &mut Vec<GraphPort>, a: Node, b: Node, class: (Tier, Tier)) {
+        let l = topo().host_link;
+        let i = ports.len() as u32;
+        ports.push(GraphPort {
+            from: a,
+            to: b,
+            class: class.0,
+            link: l,
+            reverse: i + 1,
+        });
+        ports.push(GraphPort {
+            from: b,
+            to: a,
+            class: class.1,
+            link: l,
+            reverse: i,
+        });
+    }
+
+    #[test]
+    fn uneven_leaves_and_two_rail_planes_are_data() {
+        use Node::{Host, Switch};
+        let hl = (Tier::HostToLeaf, Tier::LeafToHost);
+        let ls = (Tier::LeafToSpine, Tier::SpineToLeaf);
+        // Plane A: leaves 0 (hosts 0, 1, 2) and 1 (host 3), spine 4, two links to leaf 1.
+        // Plane B (a second rail): leaves 2 (host 4) and 3 (hosts 5, 6), spine 5.
+        let mut p = Vec::new();
+        for (h, leaf) in [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2), (5, 3), (6, 3)] {
+            wire(&mut p, Host(h), Switch(leaf), hl);
+        }
+        wire(&mut p, Switch(0), Switch(4), ls);
+        wire(&mut p, Switch(1), Switch(4), ls);
+        wire(&mut p, Switch(1), Switch(4), ls);
+        wire(&mut p, Switch(2), Switch(5), ls);
+        wire(&mut p, Switch(3), Switch(5), ls);
+        let g = Graph::new(7, 6, p).unwrap();
+        assert_eq!(g.next_hops(0, 1), &[3], "host 1 is below leaf 0");
+        assert_eq!(g.next_hops(0, 3), &[14], "up to the spine");
+        assert_eq!(g.next_hops(4, 3), &[17, 19], "down both parallel links");
+        assert_eq!(g.next_hops(1, 2), &[16, 18], "up either parallel link");
+        assert_eq!(g.next_hops(2, 5), &[20], "plane B routes on its own");
+        assert_eq!(g.next_hops(5, 6), &[23]);
+        // A rail stays in its plane: nothing leads from plane A to plane B.
+        assert!(g.next_hops(0, 4).is_empty());
+        assert!(!g.reachable(0, 4));
+        assert!(g.reachable(4, 6) && g.reachable(3, 0) && g.reachable(1, 1));
+        assert_eq!(g.attach(3), 1);
+    }
+
+    #[test]
+    fn a_broken_reverse_or_a_host_on_two_switches_is_refused() {
+        use Node::{Host, Switch};
+        let hl = (Tier::HostToLeaf, Tier::LeafToHost);
+        let mut p = Vec::new();
+        wire(&mut p, Host(0), Switch(0), hl);
+        wire(&mut p, Host(0), Switch(1), hl);
+        assert_eq!(
+            Graph::new(1, 2, p.clone()).unwrap_err(),
+            graph::GraphError::HostAttachment { host: 0 }
+        );
+        p.truncate(2);
+        // Port 0 says its reverse is port 1, which points at itself.
+        p[1].reverse = 1;
+        assert_eq!(
+            Graph::new(1, 1, p).unwrap_err(),
+            graph::GraphError::Reverse { port: 0 }
         );
     }
 
