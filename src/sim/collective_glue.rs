@@ -63,7 +63,7 @@ impl Sim {
                 after: None,
             };
             let id = self.flows.len();
-            let mut f = FlowState::new(&self.sc, &self.topo, &mut self.ideal_cache, id, def);
+            let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, id, def);
             // One connection per run and channel (at most 64 channels).
             f.conn = 1 + run * 64 + s.channel;
             f.coll = Some((run, s.xfer));
@@ -91,29 +91,23 @@ impl Sim {
         };
         let (src, dst) = (endpoint(s.src), endpoint(s.dst));
         let workload = r.workload;
-        let topo = &self.topo;
-        let k = s.xfer % topo.links_per_spine.max(1);
-        // The one link the transfer crosses, and (from a switch) the port it leaves by.
-        let (link, port): (LinkParams, Option<u32>) = if s.src < n {
-            (topo.host_link, None)
+        let graph = &self.graph;
+        // The one link the transfer crosses, and (from a switch) the port it leaves by:
+        // down to the rank's host, or one of the parallel links to the next switch
+        // (chosen by transfer, so a chunk's transfers share the links).
+        let port = if s.src < n {
+            None
         } else {
             let sw = s.src - n;
-            if s.dst < n {
-                (topo.host_link, Some(topo.leaf_down(dst)))
-            } else if topo.is_leaf(sw) {
-                let spine = s.dst - n - topo.leaves;
-                (
-                    topo.fabric_link,
-                    Some(topo.leaf_up(sw, spine * topo.links_per_spine + k)),
-                )
+            Some(if s.dst < n {
+                graph.host_down(dst)
             } else {
-                let leaf = s.dst - n;
-                (
-                    topo.fabric_link,
-                    Some(topo.spine_down(sw - topo.leaves, leaf, k)),
-                )
-            }
+                let links = graph.links_between(sw, s.dst - n);
+                links[(s.xfer % links.len() as u32) as usize]
+            })
         };
+        let link: LinkParams =
+            graph.ports[port.unwrap_or_else(|| graph.host_up(src)) as usize].link;
         let ideal = if s.bytes == 0 {
             SimDuration::ZERO
         } else {

@@ -107,12 +107,12 @@ impl FlowState {
     /// Flow number `i` of the run; ideal FCTs are cached by size and same-leaf-or-not.
     fn new(
         sc: &Scenario,
-        topo: &Topology,
+        graph: &Graph,
         ideal_cache: &mut HashMap<(u64, bool), SimDuration>,
         i: usize,
         def: FlowDef,
     ) -> FlowState {
-        let same_leaf = topo.leaf_of(def.src) == topo.leaf_of(def.dst);
+        let same_leaf = graph.attach(def.src) == graph.attach(def.dst);
         let ideal = *ideal_cache
             .entry((def.size, same_leaf))
             .or_insert_with(|| ideal_fct(sc, def.src, def.dst, def.size));
@@ -367,17 +367,17 @@ impl Sim {
     /// Builds the fabric and expands the workload into flows.
     pub fn new(sc: &Scenario) -> Sim {
         let topo = sc.topology.clone();
+        let graph = topo.graph();
         let defs = expand(&sc.workload, topo.hosts(), topo.host_link.rate.0, sc.seed);
         let mut ideal_cache: HashMap<(u64, bool), SimDuration> = HashMap::new();
         let flows: Vec<FlowState> = defs
             .into_iter()
             .enumerate()
-            .map(|(i, def)| FlowState::new(sc, &topo, &mut ideal_cache, i, def))
+            .map(|(i, def)| FlowState::new(sc, &graph, &mut ideal_cache, i, def))
             .collect();
         let fc = sc.flow_control;
         let cut_through = sc.switch.forwarding == Forwarding::CutThrough;
         let header = sc.encapsulation.header_bytes();
-        let graph = topo.graph();
         let mut ports = Vec::with_capacity(graph.ports.len());
         let mut wires = Vec::with_capacity(graph.ports.len());
         let mut ingress = Vec::with_capacity(graph.ports.len());
@@ -663,7 +663,7 @@ impl Sim {
     }
 
     fn kick(&mut self, now: SimTime, host: u32) {
-        if !self.ports[self.topo.host_up(host) as usize].busy() {
+        if !self.ports[self.graph.host_up(host) as usize].busy() {
             self.host_send(now, host);
         }
     }

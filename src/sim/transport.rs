@@ -221,10 +221,10 @@ impl Sim {
     pub(super) fn host_send(&mut self, now: SimTime, host: u32) {
         if let Some(pkt) = self.nics[host as usize].ctrl.pop_front() {
             let wire = self.pool.get(pkt).wire as u64;
-            self.start_tx(self.topo.host_up(host), pkt, wire, now);
+            self.start_tx(self.graph.host_up(host), pkt, wire, now);
             return;
         }
-        let port = self.topo.host_up(host);
+        let port = self.graph.host_up(host);
         // The data class may be paused (PFC).
         if self.data_paused(now, port) {
             return;

@@ -69,6 +69,9 @@ pub enum GraphError {
     HostAttachment { host: u32 },
     /// A port whose `reverse` does not lead back over the same cable.
     Reverse { port: PortId },
+    /// Port `h` must be host `h`'s own port (the event loop finds a host's port, and a
+    /// host port's host, by number).
+    HostPortOrder { port: PortId },
 }
 
 impl Graph {
@@ -105,6 +108,11 @@ impl Graph {
         }
         if let Some(x) = (0..h).find(|&x| attach[x] == u32::MAX || host_down[x] == u32::MAX) {
             return Err(GraphError::HostAttachment { host: x as u32 });
+        }
+        if let Some(x) =
+            (0..h).find(|&x| ports.get(x).map(|p| p.from) != Some(Node::Host(x as u32)))
+        {
+            return Err(GraphError::HostPortOrder { port: x as PortId });
         }
         // Levels: a switch with hosts is a leaf (0); one linked to a leaf, a spine (1).
         let mut level = vec![u8::MAX; s];
@@ -182,6 +190,18 @@ impl Graph {
 
     pub fn switches(&self) -> u32 {
         self.switches
+    }
+
+    /// Host `h`'s own port, to its switch: port `h` (hosts' ports come first).
+    #[inline]
+    pub fn host_up(&self, host: u32) -> PortId {
+        host
+    }
+
+    /// The port from host `h`'s switch down to it.
+    #[inline]
+    pub fn host_down(&self, host: u32) -> PortId {
+        self.host_down[host as usize]
     }
 
     /// The switch host `h` attaches to.

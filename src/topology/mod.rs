@@ -411,9 +411,27 @@ mod tests {
         let ls = (Tier::LeafToSpine, Tier::SpineToLeaf);
         // Plane A: leaves 0 (hosts 0, 1, 2) and 1 (host 3), spine 4, two links to leaf 1.
         // Plane B (a second rail): leaves 2 (host 4) and 3 (hosts 5, 6), spine 5.
-        let mut p = Vec::new();
-        for (h, leaf) in [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2), (5, 3), (6, 3)] {
-            wire(&mut p, Host(h), Switch(leaf), hl);
+        // Hosts' own ports first (port h is host h's), then the leaves' ports down.
+        let leaf_of = [0, 0, 0, 1, 2, 3, 3];
+        let l = topo().host_link;
+        let mut p: Vec<GraphPort> = (0..7u32)
+            .map(|h| GraphPort {
+                from: Host(h),
+                to: Switch(leaf_of[h as usize]),
+                class: hl.0,
+                link: l,
+                reverse: 7 + h,
+            })
+            .collect();
+        for h in 0..7u32 {
+            let up = p[h as usize];
+            p.push(GraphPort {
+                from: up.to,
+                to: up.from,
+                class: hl.1,
+                reverse: h,
+                ..up
+            });
         }
         wire(&mut p, Switch(0), Switch(4), ls);
         wire(&mut p, Switch(1), Switch(4), ls);
@@ -421,7 +439,7 @@ mod tests {
         wire(&mut p, Switch(2), Switch(5), ls);
         wire(&mut p, Switch(3), Switch(5), ls);
         let g = Graph::new(7, 6, p).unwrap();
-        assert_eq!(g.next_hops(0, 1), &[3], "host 1 is below leaf 0");
+        assert_eq!(g.next_hops(0, 1), &[8], "host 1 is below leaf 0");
         assert_eq!(g.next_hops(0, 3), &[14], "up to the spine");
         assert_eq!(g.next_hops(4, 3), &[17, 19], "down both parallel links");
         assert_eq!(g.next_hops(1, 2), &[16, 18], "up either parallel link");
@@ -435,7 +453,7 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_reverse_or_a_host_on_two_switches_is_refused() {
+    fn a_broken_reverse_a_host_on_two_switches_or_host_ports_out_of_order_are_refused() {
         use Node::{Host, Switch};
         let hl = (Tier::HostToLeaf, Tier::LeafToHost);
         let mut p = Vec::new();
@@ -444,6 +462,14 @@ mod tests {
         assert_eq!(
             Graph::new(1, 2, p.clone()).unwrap_err(),
             graph::GraphError::HostAttachment { host: 0 }
+        );
+        let mut q = Vec::new();
+        wire(&mut q, Host(0), Switch(0), hl);
+        wire(&mut q, Host(1), Switch(0), hl);
+        assert_eq!(
+            Graph::new(2, 1, q).unwrap_err(),
+            graph::GraphError::HostPortOrder { port: 1 },
+            "port 1 is the leaf's port down to host 0, not host 1's own"
         );
         p.truncate(2);
         // Port 0 says its reverse is port 1, which points at itself.
