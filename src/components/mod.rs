@@ -7,6 +7,7 @@
 //! | ingress | `ingress.rs` | per-link buffer accounting at the receiving switch, PFC Xoff/Xon/refresh, credit return |
 //! | switch | `switch.rs` | the shared buffer, admission (dynamic threshold, port limit), forwarding latency |
 //! | NIC | `nic.rs` | the send scheduler over a host's jobs (round robin), its control queue |
+//! | queue pair | `qp.rs` | an RC queue pair at its NIC: both protocol halves, each direction's congestion control, pacing and CNP notification point, READ response streaming, its timer |
 //!
 //! A component takes `(now, input)` and returns what must happen next (a packet to
 //! start, a frame or a credit update to deliver at a time, a wake-up); it never touches
@@ -20,6 +21,7 @@
 pub mod ingress;
 pub mod nic;
 pub mod port;
+pub mod qp;
 pub mod switch;
 pub mod wire;
 

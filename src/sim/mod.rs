@@ -27,6 +27,7 @@
 
 use crate::analytic::ideal_fct;
 use crate::cc::CcParams;
+use crate::components::qp::Direction;
 use crate::components::{
     EgressPort, FlowControl, Forwarding, Ingress, Loss, Nic, Switch, Wire, WireFaults, CREDIT_BLOCK,
 };
@@ -712,9 +713,12 @@ impl Sim {
                 Outcome::Pending if live_qp => {
                     let qp = &mut self.qps[flow.qp as usize];
                     // The data direction: requester to responder, or back for a READ.
-                    let cc = if read { &mut qp.cc_rev } else { &mut qp.cc_fwd };
-                    cc.handle_timeout(now);
-                    cc.rate_bps().unwrap_or(line)
+                    let d = if read {
+                        Direction::Reverse
+                    } else {
+                        Direction::Forward
+                    };
+                    qp.rate_bps(now, d).unwrap_or(line)
                 }
                 Outcome::Pending if flow.def.start <= now => line,
                 _ => 0.0,

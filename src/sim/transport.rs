@@ -5,8 +5,7 @@
 //! outputs between the packets and the queue pairs.
 
 use super::{Outcome, Sim, Todo, NO_QP, RAW_JOB};
-use crate::cc::dcqcn::NotificationPoint;
-use crate::cc::{AckFeedback, CongestionControl};
+use crate::components::qp::{Direction, QueuePair};
 use crate::engine::{Event, FlowId, PktId};
 use crate::packet::{
     Packet, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST, FLAG_RETX,
@@ -14,51 +13,21 @@ use crate::packet::{
 };
 use crate::rng::{stream_seed, Stream};
 use crate::scenario::Connections;
-use crate::transport::rc::{AckInfo, AckKind, Op, Requester, Responder, TxRequest, WcStatus};
-use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
-use std::collections::VecDeque;
+use crate::transport::rc::{AckInfo, AckKind, Op, TxRequest, WcStatus};
+use crate::units::{SimDuration, SimTime};
 
-/// An RC queue pair: both halves, and the glue's bookkeeping for them.
-#[derive(Debug)]
-pub(super) struct Qp {
-    /// Requester's host and responder's host, and the connection (see `Sim::pairs`).
-    pub(super) src: u32,
-    pub(super) dst: u32,
-    pub(super) conn: u32,
-    /// Its packets' ECMP hash: per connection when shared, else its flow's.
-    pub(super) flow_hash: u32,
-    /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
-    pub(super) backlog: VecDeque<FlowId>,
-    /// The flow whose READ responses are streaming.
-    pub(super) read_flow: FlowId,
-    pub(super) req: Requester,
-    pub(super) resp: Responder,
-    /// Time of the pending timer event, if any.
-    pub(super) timer_at: Option<SimTime>,
-    /// Whether the requester is in its host's job list.
-    pub(super) req_listed: bool,
-    /// READ responses still to stream: next PSN and how many.
-    pub(super) read_next_psn: u32,
-    pub(super) read_left: u32,
-    pub(super) read_listed: bool,
-    /// Finished; the slot is reused once no host lists it.
-    pub(super) dead: bool,
-    /// Work requests posted by software and still in the host/NIC pipeline (not yet
-    /// known to the requester), in posting order: the requester takes them in this
-    /// order, however fast each gets through the pipeline (RC executes in order).
-    pub(super) pipeline: VecDeque<FlowId>,
-    /// Bumped each time the slot is reused.
-    pub(super) gen: u32,
-    /// Congestion control of each direction: requester to responder (WRITE/SEND data),
-    /// and responder to requester (READ responses); and the DCQCN notification points
-    /// that answer them with CNPs.
-    pub(super) cc_fwd: CongestionControl,
-    pub(super) cc_rev: CongestionControl,
-    pub(super) np_fwd: NotificationPoint,
-    pub(super) np_rev: NotificationPoint,
-    /// Earliest time each direction may send its next packet (pacing).
-    pub(super) next_fwd: SimTime,
-    pub(super) next_rev: SimTime,
+/// An RC queue pair (`components::qp`).
+pub(super) type Qp = QueuePair;
+
+/// The direction a queue-pair job sends in: even jobs are requesters, odd ones READ
+/// responders.
+#[inline]
+fn job_direction(job: u32) -> Direction {
+    if job & 1 == 0 {
+        Direction::Forward
+    } else {
+        Direction::Reverse
+    }
 }
 
 /// Host job ids: flows (raw) or queue-pair halves (RC).
@@ -112,48 +81,27 @@ impl Sim {
                 // learns the initial credit count at connection setup.
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
                 let line = self.topo.host_link.rate.0 as f64;
-                let resp = Responder::new(params, posted_now);
-                let req = Requester::new(params, posted_now);
                 let _ = op;
-                let qp = Qp {
-                    conn,
-                    // A shared connection keeps one 5-tuple however often it is reopened
-                    // (a persistent connection); a queue pair per flow takes the flow's.
-                    flow_hash: if shared {
-                        stream_seed(
-                            self.sc.seed,
-                            Stream::FlowHash,
-                            ((src as u64) << 32) | dst as u64,
-                            1 + conn as u64,
-                        ) as u32
-                    } else {
-                        self.flows[flow as usize].flow_hash
-                    },
-                    pipeline: VecDeque::new(),
-                    src,
-                    dst,
-                    backlog: VecDeque::new(),
-                    read_flow: flow,
-                    req,
-                    resp,
-                    timer_at: None,
-                    req_listed: false,
-                    read_next_psn: 0,
-                    read_left: 0,
-                    read_listed: false,
-                    dead: false,
-                    gen: 0,
-                    cc_fwd: CongestionControl::new(self.cc, line, now),
-                    cc_rev: CongestionControl::new(self.cc, line, now),
-                    np_fwd: NotificationPoint::default(),
-                    np_rev: NotificationPoint::default(),
-                    next_fwd: now,
-                    next_rev: now,
+                // A shared connection keeps one 5-tuple however often it is reopened (a
+                // persistent connection); a queue pair per flow takes the flow's.
+                let flow_hash = if shared {
+                    stream_seed(
+                        self.sc.seed,
+                        Stream::FlowHash,
+                        ((src as u64) << 32) | dst as u64,
+                        1 + conn as u64,
+                    ) as u32
+                } else {
+                    self.flows[flow as usize].flow_hash
                 };
+                let qp = QueuePair::new(
+                    now, src, dst, conn, flow_hash, flow, params, posted_now, self.cc, line,
+                );
                 let slot = match self.free_qps.pop() {
                     Some(s) => {
                         let gen = self.qps[s as usize].gen.wrapping_add(1);
-                        self.qps[s as usize] = Qp { gen, ..qp };
+                        self.qps[s as usize] = qp;
+                        self.qps[s as usize].gen = gen;
                         s
                     }
                     None => {
@@ -271,12 +219,7 @@ impl Sim {
                 None
             } else {
                 // DCQCN pacing: a direction sends no sooner than its rate allows.
-                let qp = &self.qps[(job >> 1) as usize];
-                let next = if job & 1 == 0 {
-                    qp.next_fwd
-                } else {
-                    qp.next_rev
-                };
+                let next = self.qps[(job >> 1) as usize].ready_at(job_direction(job));
                 if next > now {
                     self.nics[host as usize].activate(job);
                     wake = Some(wake.map_or(next, |w| w.min(next)));
@@ -303,7 +246,7 @@ impl Sim {
                     }
                 }
                 if self.cc.is_some() && self.rc.is_some() && job & RAW_JOB == 0 {
-                    self.pace(now, job, wire);
+                    self.qps[(job >> 1) as usize].on_sent(now, job_direction(job), wire);
                 }
                 if !self.take_credits(now, port, wire) {
                     // Wait for credit with the packet in hand (the stall is timed).
@@ -322,22 +265,6 @@ impl Sim {
                     .schedule(t, self.src.nic(host), Event::HostWake { host });
             }
         }
-    }
-
-    /// A direction sent `wire` bytes: if its congestion control paces, its next packet may
-    /// go one serialization time at that rate later (the rate limiter of DCQCN §3.1).
-    pub(super) fn pace(&mut self, now: SimTime, job: u32, wire: u64) {
-        let qp = &mut self.qps[(job >> 1) as usize];
-        let (cc, next) = if job & 1 == 0 {
-            (&mut qp.cc_fwd, &mut qp.next_fwd)
-        } else {
-            (&mut qp.cc_rev, &mut qp.next_rev)
-        };
-        cc.handle_timeout(now);
-        if let Some(rate) = cc.rate_bps() {
-            *next = now + serialization_delay(wire, BitsPerSec(rate.max(1.0) as u64));
-        }
-        cc.on_send(now, wire);
     }
 
     pub(super) fn new_packet(&mut self, flow: FlowId, src: u32, dst: u32, kind: PktKind) -> Packet {
@@ -426,16 +353,11 @@ impl Sim {
     pub(super) fn read_response_packet(&mut self, slot: u32) -> Option<(PktId, bool)> {
         let mtu = self.mtu;
         let qp = &mut self.qps[slot as usize];
-        if qp.read_left == 0 {
+        let Some((psn, left, more)) = qp.next_read_response() else {
             qp.read_listed = false;
             return None;
-        }
+        };
         let flow = qp.read_flow;
-        let psn = qp.read_next_psn;
-        let left = qp.read_left;
-        qp.read_next_psn = crate::transport::rc::psn_add(psn, 1);
-        qp.read_left -= 1;
-        let more = qp.read_left > 0;
         if !more {
             qp.read_listed = false;
         }
@@ -465,22 +387,18 @@ impl Sim {
     /// Keeps one timer event pending at or before the requester's next deadline.
     pub(super) fn sync_timer(&mut self, slot: u32) {
         let qp = &mut self.qps[slot as usize];
-        if let Some(t) = qp.req.next_timeout() {
-            if qp.timer_at.map_or(true, |s| t < s) {
-                qp.timer_at = Some(t);
-                self.q
-                    .schedule(t, self.src.nic(qp.src), Event::QpTimer { qp: slot });
-            }
+        if let Some(t) = qp.arm_timer() {
+            self.q
+                .schedule(t, self.src.nic(qp.src), Event::QpTimer { qp: slot });
         }
     }
 
     /// Returns whether a timer was actually due.
     pub(super) fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
         let qp = &mut self.qps[slot as usize];
-        if qp.timer_at != Some(now) {
+        if !qp.take_timer(now) {
             return false; // superseded by an earlier re-arm
         }
-        qp.timer_at = None;
         if qp.dead {
             return false; // the queue pair finished
         }
@@ -548,12 +466,7 @@ impl Sim {
         self.after_completions(now);
         let qp = &mut self.qps[slot as usize];
         // A collective's connections stay open (as NCCL's do) for its next transfers.
-        if qp.req.outstanding_wrs() == 0
-            && qp.read_left == 0
-            && qp.backlog.is_empty()
-            && qp.pipeline.is_empty()
-            && qp.conn == 0
-        {
+        if qp.is_idle() && qp.conn == 0 {
             // Done: keep its counters and retire the queue pair.
             self.rc_totals.add(&qp.req.stats);
             self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
@@ -629,20 +542,8 @@ impl Sim {
                     credits: p.aux,
                     rnr_code: p.rnr_code,
                 };
-                let qp = &mut self.qps[slot as usize];
-                let before = qp.req.in_flight_packets();
-                qp.req.handle_ack(now, info);
-                // The ACK's news for the data direction's congestion control, and the
-                // window it now allows the requester.
-                let acked = before.saturating_sub(qp.req.in_flight_packets());
-                let feedback = AckFeedback {
-                    acked_bytes: acked * self.mtu,
-                    rtt: None,
-                    telemetry: None,
-                };
-                qp.cc_fwd.on_ack(now, &feedback);
-                let window = qp.cc_fwd.cwnd_packets(self.mtu + self.overhead);
-                qp.req.set_cc_window(window);
+                let mtu_wire = self.mtu + self.overhead;
+                self.qps[slot as usize].handle_ack(now, info, self.mtu, mtu_wire);
                 self.after_requester_input(now, slot);
             }
             PktKind::ReadResponse => {
@@ -659,13 +560,12 @@ impl Sim {
             PktKind::Cnp => {
                 // DCQCN §3.1: the reaction point of the congested direction cuts its rate.
                 self.cc_totals.cnps_received += 1;
-                let qp = &mut self.qps[slot as usize];
-                let cc = if p.flags & FLAG_REVERSE != 0 {
-                    &mut qp.cc_rev
+                let d = if p.flags & FLAG_REVERSE != 0 {
+                    Direction::Reverse
                 } else {
-                    &mut qp.cc_fwd
+                    Direction::Forward
                 };
-                if cc.on_cnp(now) {
+                if self.qps[slot as usize].handle_cnp(now, d) {
                     self.cc_totals.rate_cuts += 1;
                 }
             }
@@ -678,13 +578,12 @@ impl Sim {
         let Some(cnp_interval) = self.cc.and_then(|c| c.cnp_interval()) else {
             return;
         };
-        let qp = &mut self.qps[slot as usize];
-        let np = if reverse {
-            &mut qp.np_rev
+        let d = if reverse {
+            Direction::Reverse
         } else {
-            &mut qp.np_fwd
+            Direction::Forward
         };
-        if !np.on_marked(now, cnp_interval) {
+        if !self.qps[slot as usize].handle_marked(now, d, cnp_interval) {
             return;
         }
         self.cc_totals.cnps_sent += 1;
@@ -722,9 +621,7 @@ impl Sim {
         let a = qp.resp.handle_request(&req);
         if let Some((psn, n)) = a.read {
             // (Re)start streaming responses from `psn`.
-            qp.read_flow = p.flow;
-            qp.read_next_psn = psn;
-            qp.read_left = n;
+            qp.start_read_responses(p.flow, psn, n);
             if !qp.read_listed {
                 qp.read_listed = true;
                 self.nics[host as usize].activate(job_read_responder(slot));

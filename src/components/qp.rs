@@ -1,0 +1,358 @@
+//! A NIC's RC queue pair as the NIC runs it: the two protocol halves (`transport::rc`),
+//! the congestion control and pacing of each direction, the DCQCN notification points,
+//! the READ responses being streamed, the send-queue backlog and the timer bookkeeping.
+//!
+//! Models (sans-IO, like the halves it holds):
+//! - two directions: `Forward` (requester to responder: WRITE/SEND data, READ
+//!   requests) and `Reverse` (responder to requester: READ responses). Each has its own
+//!   congestion control ([`crate::cc::CongestionControl`]) and its own pacing: after a
+//!   packet of `wire` bytes leaves at `now`, the next may leave at
+//!   `now + wire / rate` (the rate limiter of DCQCN §3.1, Zhu et al., SIGCOMM 2015);
+//! - the receiver of each direction is a DCQCN notification point: an ECN-marked packet
+//!   asks for a CNP, at most one per `cnp_interval` (DCQCN §3.2);
+//! - an ACK goes to the requester and, with what it acknowledged, to the forward
+//!   direction's congestion control, whose window then bounds the requester;
+//! - a READ request asks for every response to the end of its message: the responder
+//!   streams them one per send turn (IBTA vol. 1 §9.7.5.1.5);
+//! - one timer event pending per queue pair, at or before the requester's deadline.
+//!
+//! The event loop (`sim::transport`) feeds it packets and turns and keeps the flows'
+//! records; this file decides nothing about flows, packets in the pool or events.
+//!
+//! Leaves out: unreliable transports, shared receive queues, more than one outstanding
+//! READ stream per queue pair (READs of one queue pair execute in order).
+
+use crate::cc::dcqcn::NotificationPoint;
+use crate::cc::{AckFeedback, CcParams, CongestionControl};
+use crate::engine::FlowId;
+use crate::transport::rc::{psn_add, AckInfo, RcParams, Requester, Responder};
+use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
+use std::collections::VecDeque;
+
+/// A direction of a queue pair's traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Requester to responder: WRITE and SEND data, READ requests.
+    Forward = 0,
+    /// Responder to requester: READ responses.
+    Reverse = 1,
+}
+
+/// One RC queue pair at its NIC.
+#[derive(Debug)]
+pub struct QueuePair {
+    /// Requester's host and responder's host, and the connection number (0: one queue
+    /// pair per flow; a collective's channels number theirs from 1).
+    pub src: u32,
+    pub dst: u32,
+    pub conn: u32,
+    /// Its packets' ECMP hash: per connection when shared, else its first flow's.
+    pub flow_hash: u32,
+    /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
+    pub backlog: VecDeque<FlowId>,
+    /// Work requests posted by software and still in the host/NIC pipeline (not yet
+    /// known to the requester), in posting order: the requester takes them in this
+    /// order, however fast each gets through the pipeline (RC executes in order).
+    pub pipeline: VecDeque<FlowId>,
+    pub req: Requester,
+    pub resp: Responder,
+    /// The flow whose READ responses are streaming.
+    pub read_flow: FlowId,
+    /// READ responses still to stream: next PSN and how many.
+    read_next_psn: u32,
+    read_left: u32,
+    /// Whether the requester (and the READ responder) is in its host's job list.
+    pub req_listed: bool,
+    pub read_listed: bool,
+    /// Finished; the slot is reused once no host lists it.
+    pub dead: bool,
+    /// Bumped each time the slot is reused.
+    pub gen: u32,
+    /// Time of the pending timer event, if any.
+    timer_at: Option<SimTime>,
+    /// Per direction: congestion control, notification point, earliest next send.
+    cc: [CongestionControl; 2],
+    np: [NotificationPoint; 2],
+    next_send: [SimTime; 2],
+}
+
+impl QueuePair {
+    /// A queue pair opening at `now` between hosts `src` and `dst`, its receiver with
+    /// `recv_wqes` receive WQEs posted (the requester learns them as credits), on links
+    /// of `line_rate_bps`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        now: SimTime,
+        src: u32,
+        dst: u32,
+        conn: u32,
+        flow_hash: u32,
+        first_flow: FlowId,
+        rc: RcParams,
+        recv_wqes: u32,
+        cc: Option<CcParams>,
+        line_rate_bps: f64,
+    ) -> QueuePair {
+        QueuePair {
+            src,
+            dst,
+            conn,
+            flow_hash,
+            backlog: VecDeque::new(),
+            pipeline: VecDeque::new(),
+            req: Requester::new(rc, recv_wqes),
+            resp: Responder::new(rc, recv_wqes),
+            read_flow: first_flow,
+            read_next_psn: 0,
+            read_left: 0,
+            req_listed: false,
+            read_listed: false,
+            dead: false,
+            gen: 0,
+            timer_at: None,
+            cc: [
+                CongestionControl::new(cc, line_rate_bps, now),
+                CongestionControl::new(cc, line_rate_bps, now),
+            ],
+            np: [NotificationPoint::default(), NotificationPoint::default()],
+            next_send: [now, now],
+        }
+    }
+
+    /// The earliest time direction `d` may send (pacing).
+    #[inline]
+    pub fn ready_at(&self, d: Direction) -> SimTime {
+        self.next_send[d as usize]
+    }
+
+    /// A packet of `wire` bytes of direction `d` left at `now`: if its congestion control
+    /// paces, the next may leave one serialization time at that rate later.
+    pub fn on_sent(&mut self, now: SimTime, d: Direction, wire: u64) {
+        let cc = &mut self.cc[d as usize];
+        cc.handle_timeout(now);
+        if let Some(rate) = cc.rate_bps() {
+            self.next_send[d as usize] =
+                now + serialization_delay(wire, BitsPerSec(rate.max(1.0) as u64));
+        }
+        cc.on_send(now, wire);
+    }
+
+    /// A CNP for direction `d` arrived; returns whether its algorithm cut the rate.
+    pub fn handle_cnp(&mut self, now: SimTime, d: Direction) -> bool {
+        self.cc[d as usize].on_cnp(now)
+    }
+
+    /// An ECN-marked packet of direction `d` reached its receiver; returns whether the
+    /// receiver sends a CNP (at most one per `cnp_interval`).
+    pub fn handle_marked(&mut self, now: SimTime, d: Direction, cnp_interval: SimDuration) -> bool {
+        self.np[d as usize].on_marked(now, cnp_interval)
+    }
+
+    /// An ACK or NAK reached the requester. The forward direction's congestion control
+    /// hears what it acknowledged (in path-MTU packets of `mtu` payload bytes) and sets
+    /// the requester's window (in packets of `mtu_wire` bytes on the wire).
+    pub fn handle_ack(&mut self, now: SimTime, ack: AckInfo, mtu: u64, mtu_wire: u64) {
+        let before = self.req.in_flight_packets();
+        self.req.handle_ack(now, ack);
+        let acked = before.saturating_sub(self.req.in_flight_packets());
+        let cc = &mut self.cc[Direction::Forward as usize];
+        cc.on_ack(
+            now,
+            &AckFeedback {
+                acked_bytes: acked * mtu,
+                rtt: None,
+                telemetry: None,
+            },
+        );
+        let window = cc.cwnd_packets(mtu_wire);
+        self.req.set_cc_window(window);
+    }
+
+    /// Direction `d`'s sending rate now (`None`: unpaced, line rate).
+    pub fn rate_bps(&mut self, now: SimTime, d: Direction) -> Option<f64> {
+        let cc = &mut self.cc[d as usize];
+        cc.handle_timeout(now);
+        cc.rate_bps()
+    }
+
+    /// The requester's deadline moved: returns the time of a timer event to schedule,
+    /// if none is pending at or before it.
+    pub fn arm_timer(&mut self) -> Option<SimTime> {
+        let t = self.req.next_timeout()?;
+        if self.timer_at.is_some_and(|s| s <= t) {
+            return None;
+        }
+        self.timer_at = Some(t);
+        Some(t)
+    }
+
+    /// A timer event scheduled for `now` fired: whether it is the pending one (a
+    /// superseded one is stale and does nothing).
+    pub fn take_timer(&mut self, now: SimTime) -> bool {
+        if self.timer_at != Some(now) {
+            return false;
+        }
+        self.timer_at = None;
+        true
+    }
+
+    /// A READ request for `packets` responses from `psn` on: the responder streams them.
+    pub fn start_read_responses(&mut self, flow: FlowId, psn: u32, packets: u32) {
+        self.read_flow = flow;
+        self.read_next_psn = psn;
+        self.read_left = packets;
+    }
+
+    /// The next READ response to send: its PSN and how many were left before it (its
+    /// count from the end of the message), and whether more follow.
+    pub fn next_read_response(&mut self) -> Option<(u32, u32, bool)> {
+        if self.read_left == 0 {
+            return None;
+        }
+        let (psn, left) = (self.read_next_psn, self.read_left);
+        self.read_next_psn = psn_add(psn, 1);
+        self.read_left -= 1;
+        Some((psn, left, self.read_left > 0))
+    }
+
+    /// READ responses still to send.
+    pub fn read_left(&self) -> u32 {
+        self.read_left
+    }
+
+    /// Nothing left to do: no work request outstanding or waiting, no READ response.
+    pub fn is_idle(&self) -> bool {
+        self.req.outstanding_wrs() == 0
+            && self.read_left == 0
+            && self.backlog.is_empty()
+            && self.pipeline.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::dcqcn::Preset;
+    use crate::transport::rc::{AckKind, Op};
+
+    const LINE: f64 = 100e9;
+
+    fn rc() -> RcParams {
+        RcParams {
+            path_mtu: 1000,
+            ..RcParams::default()
+        }
+    }
+
+    fn qp(cc: Option<CcParams>) -> QueuePair {
+        QueuePair::new(SimTime::ZERO, 0, 1, 0, 7, 0, rc(), 16, cc, LINE)
+    }
+
+    fn dcqcn() -> Option<CcParams> {
+        Some(CcParams::Dcqcn(Preset::Paper.params(LINE)))
+    }
+
+    #[test]
+    fn without_congestion_control_a_direction_is_never_paced() {
+        let mut q = qp(None);
+        q.on_sent(SimTime(0), Direction::Forward, 1000);
+        assert_eq!(q.ready_at(Direction::Forward), SimTime(0));
+        assert!(
+            !q.handle_cnp(SimTime(5), Direction::Forward),
+            "nothing to cut"
+        );
+        assert_eq!(q.rate_bps(SimTime(5), Direction::Forward), None);
+    }
+
+    #[test]
+    fn a_paced_direction_waits_one_serialization_time_at_its_rate() {
+        let mut q = qp(dcqcn());
+        // At line rate, 1000 B take 80 ns.
+        q.on_sent(SimTime(0), Direction::Forward, 1000);
+        assert_eq!(q.ready_at(Direction::Forward), SimTime(80_000));
+        // A CNP cuts the forward rate only; the next packet waits longer.
+        let t = SimTime(100_000);
+        assert!(q.handle_cnp(t, Direction::Forward));
+        let r = q.rate_bps(t, Direction::Forward).unwrap();
+        assert!(r < LINE, "cut to {r}");
+        assert_eq!(q.rate_bps(t, Direction::Reverse), Some(LINE));
+        q.on_sent(t, Direction::Forward, 1000);
+        let gap = q.ready_at(Direction::Forward).0 - t.0;
+        let want = serialization_delay(1000, BitsPerSec(r as u64)).0;
+        assert_eq!(gap, want);
+        assert!(gap > 80_000);
+        assert_eq!(
+            q.ready_at(Direction::Reverse),
+            SimTime(0),
+            "reverse untouched"
+        );
+    }
+
+    #[test]
+    fn a_receiver_asks_for_at_most_one_cnp_per_interval_per_direction() {
+        let mut q = qp(dcqcn());
+        let iv = SimDuration::from_us(50);
+        assert!(q.handle_marked(SimTime(0), Direction::Forward, iv));
+        assert!(!q.handle_marked(SimTime(1_000), Direction::Forward, iv));
+        assert!(
+            q.handle_marked(SimTime(1_000), Direction::Reverse, iv),
+            "its own"
+        );
+        assert!(q.handle_marked(SimTime(0) + iv, Direction::Forward, iv));
+    }
+
+    #[test]
+    fn an_ack_advances_the_requester_and_keeps_its_window() {
+        let mut q = qp(None);
+        q.req.post(1, Op::Write, 3000);
+        let sent: Vec<u32> = std::iter::from_fn(|| q.req.poll_transmit(SimTime(0)))
+            .map(|t| t.psn)
+            .collect();
+        assert_eq!(sent, vec![0, 1, 2]);
+        let ack = AckInfo {
+            kind: AckKind::Ack,
+            psn: 1,
+            credits: 0,
+            rnr_code: 0,
+        };
+        q.handle_ack(SimTime(10), ack, 1000, 1026);
+        assert_eq!(q.req.in_flight_packets(), 1);
+        assert_eq!(
+            q.req.window(),
+            None,
+            "neither RC nor DCQCN sets a window here"
+        );
+    }
+
+    #[test]
+    fn one_timer_event_pending_at_or_before_the_deadline() {
+        let mut q = qp(None);
+        assert_eq!(q.arm_timer(), None, "nothing outstanding, no deadline");
+        q.req.post(1, Op::Write, 1000);
+        q.req.poll_transmit(SimTime(0)).unwrap();
+        let t = q.arm_timer().expect("the local ACK timer is armed");
+        assert_eq!(q.arm_timer(), None, "already pending");
+        assert!(
+            !q.take_timer(SimTime(t.0 - 1)),
+            "a stale event does nothing"
+        );
+        assert!(q.take_timer(t));
+        assert_eq!(q.arm_timer(), Some(t), "fired, so it is scheduled again");
+    }
+
+    #[test]
+    fn read_responses_stream_in_psn_order_counting_down() {
+        let mut q = qp(None);
+        q.start_read_responses(3, 0xff_fffe, 3);
+        assert_eq!(q.next_read_response(), Some((0xff_fffe, 3, true)));
+        assert_eq!(q.next_read_response(), Some((0xff_ffff, 2, true)));
+        assert_eq!(
+            q.next_read_response(),
+            Some((0, 1, false)),
+            "PSNs wrap at 2^24"
+        );
+        assert_eq!(q.next_read_response(), None);
+        assert!(q.is_idle());
+        assert_eq!(q.read_flow, 3);
+    }
+}
