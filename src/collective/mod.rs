@@ -30,10 +30,11 @@
 //! channel count by size, and buffer-slot flow control between ring steps.
 
 pub mod dag;
+pub mod spec;
 
-use crate::scenario::schema::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
 use dag::{Dag, TwoLevel};
+pub use spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
 
 /// Bytes per element (nccl-tests' default `float`).
 pub const ELEMENT_BYTES: u64 = 4;

@@ -373,9 +373,7 @@ fn check_time(path: impl Into<String>, d: SimDuration) -> VResult<()> {
     Ok(())
 }
 
-/// Longest link or switch latency accepted: a second is already a million times any real
-/// cable, and the cap keeps every sum of times far from overflow.
-pub const MAX_LATENCY: SimDuration = SimDuration(1_000_000_000_000);
+pub use crate::spec::MAX_LATENCY;
 
 fn check_latency(path: &str, d: SimDuration) -> VResult<()> {
     if d > MAX_LATENCY {

@@ -31,9 +31,9 @@
 use super::transport::job_requester;
 use super::{Sim, NO_QP};
 use crate::engine::{Event, FlowId};
+use crate::nic::config::PostingMode;
 use crate::nic::config::{DataPath, HostConfig, ModerationConfig, Notify};
 use crate::nic::interrupts::{InterruptModerator, DIM_LEVELS};
-use crate::scenario::schema::PostingMode;
 use crate::transport::rc::Op;
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use std::collections::VecDeque;
