@@ -1,22 +1,24 @@
-//! `compare:`: named parameter sets, each resolved against the scenario it changes.
+//! `compare:`: named parameter sets, each a list of overrides laid over the scenario.
+//!
+//! A set is resolved the way the whole scenario is: its overrides are applied to the
+//! document (`transport.rc` field by field, `flow_control`, `cc` and `ecn` replaced, the
+//! spine layer of `topology`, `host` field by field, and every collective item's
+//! algorithm, placement, channels, chunk and PXN), and the result goes through the same
+//! [`super::resolve_document`] as the top level. Its errors are reported under the
+//! set's own field path (`compare[0].topology.spines`) when the set gave that section,
+//! else under the scenario's path with the set named. Sweep points and plan candidates
+//! are `--set` overrides of the whole file, so their compare sets come through here too.
 
-use super::collective::{check_collective_algorithm, check_collective_env, CollectiveEnv};
-use super::host::HostEnv;
-use super::{check_latency, err, VResult};
-use crate::scenario::schema::{self, ScenarioFile, TransportMode};
-use crate::scenario::{CompareSet, Scenario};
-use crate::topology::LinkParams;
-use crate::transport::rc::Op;
-use crate::workload::Workload;
+use super::{err, VResult};
+use crate::scenario::schema::{
+    merge_host, CompareSpec, RcSpec, ScenarioFile, TransportMode, WorkloadSpec,
+};
+use crate::scenario::{CompareSet, Transport};
+use std::path::Path;
 
-/// The `compare:` sets of `f`, whose other sections resolved to `base`. `host_env` has
-/// the base workload; its `strict` is off for the sets' merged host sections.
-pub fn resolve(f: &ScenarioFile, base: &Scenario, host_env: &HostEnv) -> VResult<Vec<CompareSet>> {
+/// The `compare:` sets of `f` (whose other sections resolved without error).
+pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<CompareSet>> {
     let mut compare: Vec<CompareSet> = Vec::new();
-    let topology = &base.topology;
-    let (mtu, mtu_wire) = (base.mtu, base.mtu_wire_bytes());
-    let buffer_bytes = base.switch.buffer_bytes;
-    let workload = &base.workload;
     for (i, c) in f.compare.iter().enumerate() {
         if f.transport.mode == TransportMode::Raw {
             return err(
@@ -30,141 +32,148 @@ pub fn resolve(f: &ScenarioFile, base: &Scenario, host_env: &HostEnv) -> VResult
                 "expected a unique, non-empty name",
             );
         }
-        let rc = super::transport::resolve_rc(
-            &f.transport.rc,
-            Some(&c.rc),
-            mtu,
-            &format!("compare[{i}]"),
-        )?;
-        let (set_cc, set_ecn) = if c.cc.is_some() || c.ecn.is_some() {
-            super::cc::resolve_cc(
-                c.cc.as_ref().unwrap_or(&f.cc),
-                c.ecn.as_ref().or(f.ecn.as_ref()),
-                topology,
-                &base.transport,
-            )
-            .map_err(|(p, m)| (format!("compare[{i}].{p}"), m))?
-        } else {
-            (base.cc, base.ecn)
+        let (doc, renames) = set_document(f, c, i);
+        // A merged host section may switch to polling without clearing `moderation`.
+        let s = super::resolve_document(&doc, stem, base_dir, false)
+            .map_err(|(path, message)| rename(path, message, &renames, i, &c.name))?;
+        let rc = match s.transport {
+            Transport::Rc(rc) => rc,
+            Transport::Raw => unreachable!("the set keeps the scenario's `transport.mode: rc`"),
         };
-        let mut set_topology = topology.clone();
-        if let Some(t) = &c.topology {
-            if let Some(sp) = t.spines {
-                set_topology.spines = sp;
-            }
-            if let Some(k) = t.links_per_spine {
-                set_topology.links_per_spine = k;
-            }
-            if let Some(l) = t.fabric_link {
-                set_topology.fabric_link = LinkParams {
-                    rate: l.rate.0,
-                    latency: l.latency.0,
-                };
-                check_latency(
-                    &format!("compare[{i}].topology.fabric_link.latency"),
-                    l.latency.0,
-                )?;
-            }
-            if set_topology.spines == 0 && set_topology.leaves > 1 {
-                return err(
-                    format!("compare[{i}].topology.spines"),
-                    "expected at least 1 spine",
-                );
-            }
-            if set_topology.links_per_spine == 0 || set_topology.links_per_spine > 64 {
-                return err(
-                    format!("compare[{i}].topology.links_per_spine"),
-                    "expected 1 to 64",
-                );
-            }
-        }
-        // Flow control is sized for the set's own fabric (headroom per ingress port).
-        let fc = super::flow_control::resolve_flow_control(
-            c.flow_control.as_ref().unwrap_or(&f.flow_control),
-            &set_topology,
-            buffer_bytes,
-            mtu_wire + 16,
-        )
-        .map_err(|(p, m)| (format!("compare[{i}].{p}"), m))?;
-        let set_host = match (&c.host, &f.host) {
-            (None, _) => base.host.clone(),
-            (Some(over), base) => {
-                let merged = schema::merge_host(&base.clone().unwrap_or_default(), over);
-                Some(super::host::resolve_at(
-                    &merged,
-                    &format!("compare[{i}].host"),
-                    host_env,
-                )?)
-            }
-        };
-        let set_workload = match &c.collective {
-            None => None,
-            Some(o) => {
-                let mut w = workload.clone();
-                for item in w.iter_mut() {
-                    if let Workload::Collective(col) = item {
-                        let at = format!("compare[{i}].collective");
-                        if let Some(a) = o.algorithm {
-                            col.algorithm = a;
-                            if !col.chunk_given && o.chunk.is_none() {
-                                col.chunk = crate::collective::default_chunk(a);
-                            }
-                        }
-                        if let Some(p) = &o.placement {
-                            col.placement = p.clone();
-                        }
-                        if let Some(ch) = o.channels {
-                            if ch == 0 || ch > 64 {
-                                return err(
-                                    format!("{at}.channels"),
-                                    format!("expected 1 to 64, found {ch}"),
-                                );
-                            }
-                            col.channels = ch;
-                        }
-                        if let Some(ck) = o.chunk {
-                            col.chunk = ck.0 .0;
-                        }
-                        if let Some(x) = o.pxn {
-                            col.pxn = x;
-                        }
-                        check_collective_algorithm(col.op, col.algorithm)
-                            .map_err(|m| (format!("{at}.algorithm"), m))?;
-                    }
-                }
-                Some(w)
-            }
-        };
-        // Every set's collectives must suit the set's hosts, fabric and transport.
-        for (j, item) in set_workload.as_ref().unwrap_or(workload).iter().enumerate() {
-            if let Workload::Collective(col) = item {
-                check_collective_env(
-                    col,
-                    &CollectiveEnv {
-                        host: set_host.as_ref(),
-                        hosts: set_topology.hosts(),
-                        seed: f.seed,
-                        item: j,
-                        lossless: fc.lossless(),
-                        read: rc.operation == Op::Read,
-                        raw: false,
-                        faults: base.faults.any(),
-                    },
-                )
-                .map_err(|(p, m)| (format!("compare[{i}].collective.{p}"), m))?;
-            }
-        }
         compare.push(CompareSet {
-            workload: set_workload,
-            host: set_host,
             name: c.name.clone(),
-            topology: set_topology,
+            topology: s.topology,
             rc,
-            flow_control: fc,
-            cc: set_cc,
-            ecn: set_ecn,
+            flow_control: s.flow_control,
+            cc: s.cc,
+            ecn: s.ecn,
+            host: s.host,
+            workload: c.collective.as_ref().map(|_| s.workload),
         });
     }
-
     Ok(compare)
+}
+
+/// The scenario with set `c`'s overrides applied, and (scenario path, set path) prefixes
+/// for naming errors.
+fn set_document(
+    f: &ScenarioFile,
+    c: &CompareSpec,
+    i: usize,
+) -> (ScenarioFile, Vec<(String, String)>) {
+    let set = format!("compare[{i}]");
+    let mut doc = f.clone();
+    doc.compare.clear();
+    let mut renames = vec![
+        ("transport.rc".to_string(), set.clone()),
+        ("flow_control".to_string(), format!("{set}.flow_control")),
+        ("cc".to_string(), format!("{set}.cc")),
+        ("ecn".to_string(), format!("{set}.ecn")),
+    ];
+    doc.transport.rc = merge_rc(&f.transport.rc, &c.rc);
+    if let Some(fc) = &c.flow_control {
+        doc.flow_control = fc.clone();
+    }
+    if let Some(cc) = &c.cc {
+        doc.cc = cc.clone();
+    }
+    if let Some(ecn) = &c.ecn {
+        doc.ecn = Some(ecn.clone());
+    }
+    if let Some(t) = &c.topology {
+        renames.push(("topology".into(), format!("{set}.topology")));
+        if let Some(s) = t.spines {
+            doc.topology.spines = s;
+        }
+        if let Some(k) = t.links_per_spine {
+            doc.topology.links_per_spine = k;
+        }
+        if let Some(l) = t.fabric_link {
+            doc.topology.fabric_link = Some(l);
+        }
+    }
+    if let Some(over) = &c.host {
+        renames.push(("host".into(), format!("{set}.host")));
+        doc.host = Some(merge_host(&f.host.clone().unwrap_or_default(), over));
+    }
+    // A collective's checks against the set's hosts and fabric belong to the set, whether
+    // or not it changes the collective itself.
+    for (j, item) in f.workload.iter().enumerate() {
+        if let WorkloadSpec::Collective(_) = item {
+            renames.push((
+                format!("workload[{j}].collective"),
+                format!("{set}.collective"),
+            ));
+        }
+    }
+    if let Some(o) = &c.collective {
+        for item in doc.workload.iter_mut() {
+            if let WorkloadSpec::Collective(s) = item {
+                if o.algorithm.is_some() {
+                    s.algorithm = o.algorithm;
+                }
+                if o.placement.is_some() {
+                    s.placement = o.placement.clone();
+                }
+                if o.channels.is_some() {
+                    s.channels = o.channels;
+                }
+                if o.chunk.is_some() {
+                    s.chunk = o.chunk;
+                }
+                if o.pxn.is_some() {
+                    s.pxn = o.pxn;
+                }
+            }
+        }
+    }
+    (doc, renames)
+}
+
+/// `over`'s given fields laid over `base`.
+fn merge_rc(base: &RcSpec, over: &RcSpec) -> RcSpec {
+    macro_rules! pick {
+        ($($f:ident),*) => {
+            RcSpec { $( $f: over.$f.or(base.$f), )* }
+        };
+    }
+    pick!(
+        operation,
+        timeout,
+        retry_cnt,
+        rnr_retry,
+        min_rnr_timer,
+        max_rd_atomic,
+        max_dest_rd_atomic,
+        window_packets,
+        ack_every,
+        recv_queue_depth,
+        recv_post_delay,
+        e2e_credits,
+        initial_psn,
+        connections,
+        max_send_wr
+    )
+}
+
+/// An error in a set's document, under the set's field path when the set gave the
+/// section, else under the scenario's with the set named.
+fn rename(
+    path: String,
+    message: String,
+    renames: &[(String, String)],
+    i: usize,
+    name: &str,
+) -> (String, String) {
+    for (from, to) in renames {
+        if let Some(rest) = path.strip_prefix(from.as_str()) {
+            if rest.is_empty() || rest.starts_with('.') || rest.starts_with('[') {
+                return (format!("{to}{rest}"), message);
+            }
+        }
+    }
+    (
+        path,
+        format!("{message} (with the overrides of compare[{i}], `{name}`)"),
+    )
 }

@@ -109,7 +109,20 @@ fn check_plain_sections(f: &ScenarioFile) -> VResult<()> {
 /// `base_dir` is where relative paths in the scenario (CDF files) are found: the
 /// scenario file's folder.
 pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenario> {
-    check_plain_sections(&f)?;
+    let mut sc = resolve_document(&f, stem, base_dir, true)?;
+    sc.compare = compare::resolve(&f, stem, base_dir)?;
+    Ok(sc)
+}
+
+/// Every section of `f` but `compare:`. `strict_host`: refuse host fields that have no
+/// effect (off for a compare set's merged host section).
+pub fn resolve_document(
+    f: &ScenarioFile,
+    stem: &str,
+    base_dir: &Path,
+    strict_host: bool,
+) -> VResult<Scenario> {
+    check_plain_sections(f)?;
     let topology = topology::resolve(&f.topology)?;
     let (switch, mtu, encapsulation) = switch::resolve(&f.switch, &f.packet)?;
     let mtu_wire = mtu + encapsulation.overhead_bytes();
@@ -146,7 +159,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
             host_link_bps: topology.host_link.rate.0,
             workload: &workload,
             postings: &postings,
-            strict: true,
+            strict: strict_host,
         },
     )?;
     // Collectives: their ranks must fit the GPUs; switches aggregate only on a lossless
@@ -171,7 +184,7 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         )?),
     };
     let posting = postings.iter().map(|(_, m)| *m).collect();
-    let mut sc = Scenario {
+    let sc = Scenario {
         host,
         posting,
         timeseries,
@@ -191,14 +204,5 @@ pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenari
         encapsulation,
         workload,
     };
-    let host_env = host::HostEnv {
-        hosts: sc.topology.hosts(),
-        host_link_bps: sc.topology.host_link.rate.0,
-        workload: &sc.workload,
-        postings: &postings,
-        strict: false,
-    };
-    let compare = compare::resolve(&f, &sc, &host_env)?;
-    sc.compare = compare;
     Ok(sc)
 }
