@@ -12,8 +12,8 @@
 
 pub mod host;
 
+use crate::components::Forwarding;
 use crate::packet::{AETH_BYTES, RETH_BYTES};
-use crate::scenario::schema::Forwarding;
 use crate::scenario::{Scenario, Transport};
 use crate::topology::LinkParams;
 use crate::transport::rc::Op;

@@ -3,6 +3,8 @@
 //!
 //! The modules mirror the model:
 //! - [`units`]: integer-picosecond time, bytes, bits per second, unit strings;
+//! - [`spec`]: quantities as scenario files write them (the model parameter types use
+//!   them; the scenario schema re-exports those types);
 //! - [`engine`]: the event queue and the one event enum;
 //! - [`scenario`]: YAML schema, validation, defaults, errors with file/line/column;
 //! - [`topology`]: the Clos fabric, port layout and routing;
@@ -35,6 +37,7 @@ pub mod rng;
 pub mod routing;
 pub mod scenario;
 pub mod sim;
+pub mod spec;
 pub mod sweep;
 pub mod topology;
 pub mod transport;

@@ -255,8 +255,8 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         "switch   {} port-to-port, {}, buffer {} shared, {}",
         sc.switch.latency,
         match sc.switch.forwarding {
-            crate::scenario::schema::Forwarding::StoreAndForward => "store-and-forward",
-            crate::scenario::schema::Forwarding::CutThrough => "cut-through",
+            crate::components::Forwarding::StoreAndForward => "store-and-forward",
+            crate::components::Forwarding::CutThrough => "cut-through",
         },
         crate::units::Bytes(sc.switch.buffer_bytes),
         limit

@@ -13,10 +13,73 @@
 //! collectives (a later issue).
 
 use crate::rng::{stream, Stream};
-use crate::scenario::schema::SizeDistSpec;
-use crate::units::{SimDuration, SimTime};
+use crate::spec::NonZeroSize;
+use crate::units::{Bytes, SimDuration, SimTime};
 use rand::Rng;
 use rand_distr::{Distribution, Exp};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+/// A flow-size distribution: `websearch`, `hadoop`, `{ fixed: 4KB }`,
+/// `{ uniform: [1KB, 64KB] }` or `{ cdf_file: path }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SizeDistSpec {
+    WebSearch,
+    Hadoop,
+    Fixed(Bytes),
+    Uniform(Bytes, Bytes),
+    CdfFile(String),
+}
+
+impl<'de> Deserialize<'de> for SizeDistSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str =
+            "`websearch`, `hadoop`, `{ fixed: SIZE }`, `{ uniform: [MIN, MAX] }` or `{ cdf_file: PATH }`";
+        impl<'de> Visitor<'de> for V {
+            type Value = SizeDistSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SizeDistSpec, E> {
+                match s {
+                    "websearch" => Ok(SizeDistSpec::WebSearch),
+                    "hadoop" => Ok(SizeDistSpec::Hadoop),
+                    _ => Err(E::custom(format!(
+                        "unknown size distribution `{s}`, expected {EXPECTED}"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<SizeDistSpec, A::Error> {
+                let key: String = m
+                    .next_key()?
+                    .ok_or_else(|| de::Error::custom(format!("expected {EXPECTED}")))?;
+                let v = match key.as_str() {
+                    "fixed" => SizeDistSpec::Fixed(m.next_value::<NonZeroSize>()?.0),
+                    "uniform" => {
+                        let [a, b]: [NonZeroSize; 2] = m.next_value()?;
+                        SizeDistSpec::Uniform(a.0, b.0)
+                    }
+                    "cdf_file" => SizeDistSpec::CdfFile(m.next_value()?),
+                    other => {
+                        return Err(de::Error::unknown_field(
+                            other,
+                            &["fixed", "uniform", "cdf_file"],
+                        ))
+                    }
+                };
+                if let Some(extra) = m.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "a size distribution takes one key, found a second `{extra}`"
+                    )));
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 /// A flow given explicitly.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,9 +6,8 @@
 //! is limited by its slowest resource: the posting contexts, the NIC's DMA read slots, its
 //! send engine, the link, or (when data is staged) the copy engine.
 
-use crate::nic::config::{HostConfig, ModerationConfig, Notify};
+use crate::nic::config::{HostConfig, ModerationConfig, Notify, PostingMode};
 use crate::nic::interrupts::DIM_LEVELS;
-use crate::scenario::schema::PostingMode;
 use crate::scenario::{Scenario, Transport};
 use crate::transport::rc::Op;
 use crate::units::{serialization_delay, SimDuration};

@@ -6,7 +6,7 @@
 //! what a PCIe x16 link or the CPU interconnect carries after protocol overhead.
 
 use crate::nic::interrupts::{Moderation, DIM_LEVELS};
-use crate::scenario::schema::{
+pub use crate::nic::spec::{
     CompletionMode, CrossSocket, HostSpec, MemoryKind, ModerationSpec, PostingMode, Wiring,
 };
 use crate::units::{BitsPerSec, SimDuration};
@@ -471,7 +471,7 @@ pub fn resolve(
         "NIC",
         (0..nics).map(|n| n * gpus / nics).collect(),
     )?;
-    let rate = |path: &str, v: Option<crate::scenario::schema::Rate>, def: BitsPerSec| {
+    let rate = |path: &str, v: Option<crate::spec::Rate>, def: BitsPerSec| {
         let v = v.map_or(def, |r| r.0);
         if v.0 < 1_000_000 {
             return Err((
@@ -481,9 +481,9 @@ pub fn resolve(
         }
         Ok(v)
     };
-    let time = |path: &str, v: Option<crate::scenario::schema::Duration>, def: SimDuration| {
+    let time = |path: &str, v: Option<crate::spec::Duration>, def: SimDuration| {
         let v = v.map_or(def, |t| t.0);
-        if v > crate::scenario::MAX_LATENCY {
+        if v > crate::spec::MAX_LATENCY {
             return Err((path.to_string(), format!("expected at most 1 s, found {v}")));
         }
         Ok(v)

@@ -20,3 +20,4 @@
 
 pub mod config;
 pub mod interrupts;
+pub mod spec;

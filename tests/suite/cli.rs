@@ -300,3 +300,44 @@ fn a_cdf_file_is_read_relative_to_the_scenario() {
     assert!((at_1000 - 0.5).abs() < 0.05, "{at_1000}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// A `compare:` set goes through the same validation as the top level: a set whose
+/// spine layer is far too large is refused by `validate` with the set's field path,
+/// file, line and column, exit code 2, before any simulation.
+#[test]
+fn compare_set_topology_is_validated_like_the_top_level() {
+    let d = tmpdir("compare-set-topology");
+    let file = d.join("sets.yaml");
+    std::fs::write(
+        &file,
+        "topology:
+  leaves: 2
+  spines: 2
+  hosts_per_leaf: 2
+  host_link: { rate: 100Gbps }
+workload:
+  - permutation: { size: 1MB }
+compare:
+  - { name: a, timeout: 14 }
+  - { name: b, topology: { spines: 4000000 } }
+",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = bin()
+        .args(["validate", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sets.yaml:10:") && err.contains("compare[1].topology.spines"),
+        "{err}"
+    );
+    assert!(err.contains("4096"), "{err}");
+    assert!(
+        took.as_secs() < 10,
+        "validate took {took:?}: it must not simulate"
+    );
+}

@@ -1,0 +1,175 @@
+//! `cc:` and `ecn:`: DCQCN's parameters from a preset and overrides, and the RED marking
+//! thresholds per tier that go with them.
+
+use super::{check_time, err, VResult};
+use crate::cc::dcqcn::{DcqcnParams, Preset};
+use crate::components::Red;
+use crate::scenario::schema;
+use crate::scenario::Transport;
+use crate::topology::{Tier, Topology};
+use crate::units::SimDuration;
+
+/// The preset's switch thresholds (design reference table): paper 5 KB / 200 KB / 1%;
+/// NVIDIA (Onyx) 150 KB / 1500 KB (Pmax not given: 1% assumed); HPCC 100 KB / 400 KB /
+/// 20% at 25 Gb/s, scaled with the link rate.
+fn preset_red(preset: schema::CcPreset, rate_bps: f64) -> Red {
+    match preset {
+        schema::CcPreset::Paper => Red {
+            kmin: 5_000,
+            kmax: 200_000,
+            pmax: 0.01,
+        },
+        schema::CcPreset::Nvidia => Red {
+            kmin: 150_000,
+            kmax: 1_500_000,
+            pmax: 0.01,
+        },
+        schema::CcPreset::Hpcc => {
+            let scale = rate_bps / 25e9;
+            Red {
+                kmin: (100_000.0 * scale) as u64,
+                kmax: (400_000.0 * scale) as u64,
+                pmax: 0.2,
+            }
+        }
+    }
+}
+
+pub type EcnTiers = [Option<Red>; 4];
+
+pub fn resolve_cc(
+    spec: &schema::CcSpec,
+    ecn: Option<&schema::EcnSpec>,
+    topo: &Topology,
+    transport: &Transport,
+) -> VResult<(Option<DcqcnParams>, EcnTiers)> {
+    let dcqcn = spec.algorithm == schema::CcAlgorithm::Dcqcn;
+    if dcqcn && *transport == Transport::Raw {
+        return err(
+            "cc.algorithm",
+            "DCQCN paces RC queue pairs: it needs `transport.mode: rc`",
+        );
+    }
+    let host_rate = topo.host_link.rate.0 as f64;
+    let cc = if dcqcn {
+        let mut p = match spec.preset {
+            schema::CcPreset::Paper => Preset::Paper,
+            schema::CcPreset::Nvidia => Preset::Nvidia,
+            schema::CcPreset::Hpcc => Preset::Hpcc,
+        }
+        .params(host_rate);
+        if let Some(g) = spec.g {
+            if !(g > 0.0 && g <= 1.0) {
+                return err("cc.g", format!("expected a gain in (0, 1], found {g}"));
+            }
+            p.g = g;
+        }
+        if let Some(d) = spec.cnp_interval {
+            p.cnp_interval = d.0;
+        }
+        for (name, v, slot) in [
+            ("cc.alpha_period", spec.alpha_period, &mut p.alpha_period),
+            (
+                "cc.rate_increase_period",
+                spec.rate_increase_period,
+                &mut p.rate_increase_period,
+            ),
+        ] {
+            if let Some(d) = v {
+                if d.0 == SimDuration::ZERO {
+                    return err(name, "expected a positive period");
+                }
+                check_time(name, d.0)?;
+                *slot = d.0;
+            }
+        }
+        if let Some(b) = spec.byte_counter {
+            p.byte_counter = (b.0 .0 > 0).then_some(b.0 .0);
+        }
+        if let Some(f) = spec.fast_recovery_steps {
+            if f == 0 || f > 1000 {
+                return err(
+                    "cc.fast_recovery_steps",
+                    format!("expected 1 to 1000, found {f}"),
+                );
+            }
+            p.fast_recovery_steps = f;
+        }
+        if let Some(r) = spec.rate_ai {
+            p.rate_ai_bps = r.0 .0 as f64;
+        }
+        if let Some(r) = spec.rate_hai {
+            p.rate_hai_bps = r.0 .0 as f64;
+        }
+        if let Some(r) = spec.rate_min {
+            p.rate_min_bps = r.0 .0 as f64;
+        }
+        if p.rate_min_bps > host_rate {
+            return err(
+                "cc.rate_min",
+                "the minimum rate is above the host link rate",
+            );
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let enabled = match ecn {
+        Some(e) => e.enabled.unwrap_or(true),
+        None => dcqcn,
+    };
+    let mut tiers: EcnTiers = [None; 4];
+    if enabled {
+        for (i, tier) in Tier::ALL.iter().enumerate() {
+            let rate = match tier {
+                Tier::HostToLeaf | Tier::LeafToHost => topo.host_link.rate.0,
+                _ => topo.fabric_link.rate.0,
+            } as f64;
+            let mut red = preset_red(spec.preset, rate);
+            let over = |r: &mut Red,
+                        kmin: Option<schema::Size>,
+                        kmax: Option<schema::Size>,
+                        pmax: Option<f64>| {
+                if let Some(k) = kmin {
+                    r.kmin = k.0 .0;
+                }
+                if let Some(k) = kmax {
+                    r.kmax = k.0 .0;
+                }
+                if let Some(p) = pmax {
+                    r.pmax = p;
+                }
+            };
+            if let Some(e) = ecn {
+                over(&mut red, e.kmin, e.kmax, e.pmax);
+                if let Some(t) = e.tiers.get(tier.name()) {
+                    over(&mut red, t.kmin, t.kmax, t.pmax);
+                }
+            }
+            let path = format!("ecn.tiers.{}", tier.name());
+            if !(red.pmax > 0.0 && red.pmax <= 1.0) {
+                return err(path, format!("expected pmax in (0, 1], found {}", red.pmax));
+            }
+            if red.kmin >= red.kmax {
+                return err(
+                    path,
+                    format!("expected kmin < kmax, found {} >= {}", red.kmin, red.kmax),
+                );
+            }
+            tiers[i] = Some(red);
+        }
+        if let Some(e) = ecn {
+            if let Some(bad) = e
+                .tiers
+                .keys()
+                .find(|k| !Tier::ALL.iter().any(|t| t.name() == k.as_str()))
+            {
+                return err(
+                    format!("ecn.tiers.{bad}"),
+                    "unknown tier (expected host_to_leaf, leaf_to_spine, spine_to_leaf or leaf_to_host)",
+                );
+            }
+        }
+    }
+    Ok((cc, tiers))
+}

@@ -1,0 +1,270 @@
+//! `workload[].collective`: an NCCL-style collective item (operation, algorithm, sizes as
+//! nccl-tests sweeps them, channels, chunk, intra-host and in-network parameters), and
+//! the checks that need the rest of the scenario: ranks that fit the GPUs, a transport
+//! that carries the data, and a lossless fabric for in-network aggregation.
+
+use super::{check_latency, check_size, check_time, err, VResult};
+use crate::collective::Collective;
+use crate::components::FlowControl;
+use crate::nic::config::HostConfig;
+use crate::scenario::schema::{self, CollectiveSpec};
+use crate::scenario::{Faults, Transport};
+use crate::topology::Topology;
+use crate::transport::rc::Op;
+use crate::workload::Workload;
+
+/// Workload item `i`, a collective, for a path MTU of `mtu` payload bytes.
+pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload> {
+    let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
+    let start = |s: Option<schema::Duration>| s.map(|d| d.0).unwrap_or_default();
+    let cp = |f: &str| p("collective", f);
+    let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Ring);
+    check_collective_algorithm(s.op, algorithm).map_err(|m| (cp("algorithm"), m))?;
+    let sizes: Vec<u64> = match (s.size, s.minbytes, s.maxbytes) {
+        (Some(sz), None, None) => vec![sz.0 .0],
+        (None, Some(lo), Some(hi)) => {
+            let (lo, hi) = (lo.0 .0, hi.0 .0);
+            if lo > hi {
+                return err(
+                    cp("maxbytes"),
+                    format!("expected at least minbytes ({lo} B), found {hi} B"),
+                );
+            }
+            let f = s.stepfactor.unwrap_or(2);
+            if f < 2 {
+                return err(cp("stepfactor"), format!("expected at least 2, found {f}"));
+            }
+            let mut v = Vec::new();
+            let mut x = lo;
+            while x <= hi && v.len() < 64 {
+                v.push(x);
+                x = match x.checked_mul(f as u64) {
+                    Some(y) => y,
+                    None => break,
+                };
+            }
+            v
+        }
+        (None, None, None) => {
+            return err(
+                format!("workload[{i}].collective"),
+                "give `size`, or `minbytes` and `maxbytes` (with `stepfactor`)",
+            )
+        }
+        _ => {
+            return err(
+                format!("workload[{i}].collective"),
+                "give either `size` or `minbytes` with `maxbytes`, not a mix",
+            )
+        }
+    };
+    for &sz in &sizes {
+        if sz % crate::collective::ELEMENT_BYTES != 0 {
+            return err(
+                cp(if s.size.is_some() { "size" } else { "minbytes" }),
+                format!("{sz} B is not a whole number of 4-byte floats"),
+            );
+        }
+        check_size(cp("size"), sz, mtu)?;
+    }
+    use crate::collective::defaults as cd;
+    let iters = s.iters.unwrap_or(cd::ITERS);
+    if iters == 0 || iters > 100_000 {
+        return err(cp("iters"), format!("expected 1 to 100000, found {iters}"));
+    }
+    let warmup_iters = s.warmup_iters.unwrap_or(cd::WARMUP_ITERS);
+    if warmup_iters > 100_000 {
+        return err(
+            cp("warmup_iters"),
+            format!("expected at most 100000, found {warmup_iters}"),
+        );
+    }
+    let channels = s.channels.unwrap_or(cd::CHANNELS);
+    if channels == 0 || channels > 64 {
+        return err(
+            cp("channels"),
+            format!("expected 1 to 64, found {channels}"),
+        );
+    }
+    let chunk = s
+        .chunk
+        .map_or(crate::collective::default_chunk(algorithm), |c| c.0 .0);
+    for (path, r) in [
+        ("reduce_rate", s.reduce_rate),
+        ("intra_host.rate", s.intra_host.and_then(|x| x.rate)),
+        (
+            "switch_aggregation.rate",
+            s.switch_aggregation.and_then(|x| x.rate),
+        ),
+    ] {
+        if let Some(r) = r {
+            if r.0 .0 < 1_000_000_000 {
+                return err(cp(path), format!("expected at least 1 Gbps, found {}", r.0));
+            }
+        }
+    }
+    if !(crate::collective::ELEMENT_BYTES..=1 << 30).contains(&chunk) {
+        return err(
+            cp("chunk"),
+            format!("expected 4 B to 1 GiB, found {chunk} B"),
+        );
+    }
+    let intra = s.intra_host.unwrap_or(schema::IntraHostSpec {
+        rate: None,
+        latency: None,
+    });
+    let intra_latency = intra.latency.map_or(cd::INTRA_HOST_LATENCY, |d| d.0);
+    check_latency(&cp("intra_host.latency"), intra_latency)?;
+    check_time(cp("start"), start(s.start))?;
+    Ok(Workload::Collective(Box::new(Collective {
+        op: s.op,
+        algorithm,
+        sizes,
+        iters,
+        warmup_iters,
+        ranks: s.ranks,
+        placement: s.placement.clone().unwrap_or(schema::PlacementSpec::Packed),
+        channels,
+        chunk,
+        root: s.root.unwrap_or(0),
+        start: start(s.start),
+        intra_rate: intra.rate.map_or(cd::INTRA_HOST_RATE, |r| r.0),
+        intra_latency,
+        reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
+        pxn: s.pxn.unwrap_or(true),
+        chunk_given: s.chunk.is_some(),
+        switch_reduce_latency: {
+            let l = s
+                .switch_aggregation
+                .and_then(|a| a.latency)
+                .map_or(cd::SWITCH_REDUCE_LATENCY, |d| d.0);
+            check_latency(&cp("switch_aggregation.latency"), l)?;
+            l
+        },
+        switch_reduce_rate: s
+            .switch_aggregation
+            .and_then(|a| a.rate)
+            .map_or(cd::SWITCH_REDUCE_RATE, |r| r.0),
+    })))
+}
+
+/// What a collective must fit.
+pub struct CollectiveEnv<'a> {
+    pub host: Option<&'a HostConfig>,
+    pub hosts: u32,
+    pub seed: u64,
+    pub item: usize,
+    pub lossless: bool,
+    pub read: bool,
+    pub raw: bool,
+    pub faults: bool,
+}
+
+/// A collective against its scenario: ranks that fit, a transport that carries its
+/// data, and a size the run can hold. Errors are (field under the item, message).
+pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (String, String)> {
+    let e = |p: &str, m: &str| Err((p.to_string(), m.to_string()));
+    if env.read {
+        return e(
+            "op",
+            "collectives write into their peers' buffers: they need `transport.rc.operation` `write` or `send`, not `read`",
+        );
+    }
+    if env.raw && !env.lossless {
+        return e(
+            "op",
+            "a collective over bare packets needs a lossless fabric (a lost packet is never resent): use `transport.mode: rc` or a lossless `flow_control`",
+        );
+    }
+    if c.algorithm == schema::CollectiveAlgorithm::InNetwork {
+        if !env.lossless {
+            return e(
+                "algorithm",
+                "`in_network` needs a lossless fabric: set `flow_control.mode` to `ib_credit` or `pfc`",
+            );
+        }
+        if env.faults {
+            return e(
+                "algorithm",
+                "`in_network` streams to and from switches are not retransmitted: remove `faults` (or use another algorithm)",
+            );
+        }
+    }
+    if !(1024..=1 << 30).contains(&c.chunk) {
+        return Err((
+            "chunk".into(),
+            format!("expected 1 KiB to 1 GiB, found {} B", c.chunk),
+        ));
+    }
+    let ranks = crate::collective::place_on(c, env.host, env.hosts, env.seed, env.item)?;
+    // Pieces the run tracks per iteration: each rank holds about size / chunk of them.
+    let biggest = c.sizes.iter().copied().max().unwrap_or(0);
+    let pieces = ranks.len() as f64
+        * (biggest as f64 / c.chunk as f64).ceil().max(1.0)
+        * ranks.len().min(64) as f64;
+    if pieces > 2e8 {
+        return Err((
+            "chunk".into(),
+            format!(
+                "{} ranks moving {} B in {} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
+                ranks.len(),
+                biggest,
+                c.chunk
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `algorithm` can run `op`.
+pub fn check_collective_algorithm(
+    op: schema::CollectiveOp,
+    algorithm: schema::CollectiveAlgorithm,
+) -> Result<(), String> {
+    use schema::CollectiveAlgorithm as A;
+    match algorithm {
+        A::Tree | A::Hierarchical | A::InNetwork if op != schema::CollectiveOp::Allreduce => Err(
+            "`tree`, `hierarchical` and `in_network` run allreduce only (as NCCL's tree and SHARP do); use `ring` for other operations".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The rest of a scenario, as the collectives in its workload see it.
+pub struct ScenarioEnv<'a> {
+    pub host: Option<&'a HostConfig>,
+    pub topology: &'a Topology,
+    pub seed: u64,
+    pub flow_control: &'a FlowControl,
+    pub transport: &'a Transport,
+    pub faults: &'a Faults,
+}
+
+/// Checks every collective item of `workload` against `env`; item `i`'s errors are under
+/// the field path `at(i)`.
+pub fn check_all(
+    workload: &[Workload],
+    at: impl Fn(usize) -> String,
+    env: &ScenarioEnv,
+) -> VResult<()> {
+    let read = matches!(env.transport, Transport::Rc(rc) if rc.operation == Op::Read);
+    for (i, w) in workload.iter().enumerate() {
+        if let Workload::Collective(c) = w {
+            check_collective_env(
+                c,
+                &CollectiveEnv {
+                    host: env.host,
+                    hosts: env.topology.hosts(),
+                    seed: env.seed,
+                    item: i,
+                    lossless: env.flow_control.lossless(),
+                    read,
+                    raw: *env.transport == Transport::Raw,
+                    faults: env.faults.any(),
+                },
+            )
+            .map_err(|(p, m)| (format!("{}.{p}", at(i)), m))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! `compare:`: named parameter sets, each a list of overrides laid over the scenario.
+//!
+//! A set is resolved the way the whole scenario is: its overrides are applied to the
+//! document (`transport.rc` field by field, `flow_control`, `cc` and `ecn` replaced, the
+//! spine layer of `topology`, `host` field by field, and every collective item's
+//! algorithm, placement, channels, chunk and PXN), and the result goes through the same
+//! [`super::resolve_document`] as the top level. Its errors are reported under the
+//! set's own field path (`compare[0].topology.spines`) when the set gave that section,
+//! else under the scenario's path with the set named. Sweep points and plan candidates
+//! are `--set` overrides of the whole file, so their compare sets come through here too.
+
+use super::{err, VResult};
+use crate::scenario::schema::{
+    merge_host, CompareSpec, RcSpec, ScenarioFile, TransportMode, WorkloadSpec,
+};
+use crate::scenario::{CompareSet, Transport};
+use std::path::Path;
+
+/// The `compare:` sets of `f` (whose other sections resolved without error).
+pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<CompareSet>> {
+    let mut compare: Vec<CompareSet> = Vec::new();
+    for (i, c) in f.compare.iter().enumerate() {
+        if f.transport.mode == TransportMode::Raw {
+            return err(
+                "compare",
+                "`compare:` compares RC parameter sets; it needs `transport.mode: rc`",
+            );
+        }
+        if c.name.trim().is_empty() || compare.iter().any(|x| x.name == c.name) {
+            return err(
+                format!("compare[{i}].name"),
+                "expected a unique, non-empty name",
+            );
+        }
+        let (doc, renames) = set_document(f, c, i);
+        // A merged host section may switch to polling without clearing `moderation`.
+        let s = super::resolve_document(&doc, stem, base_dir, false)
+            .map_err(|(path, message)| rename(path, message, &renames, i, &c.name))?;
+        let rc = match s.transport {
+            Transport::Rc(rc) => rc,
+            Transport::Raw => unreachable!("the set keeps the scenario's `transport.mode: rc`"),
+        };
+        compare.push(CompareSet {
+            name: c.name.clone(),
+            topology: s.topology,
+            rc,
+            flow_control: s.flow_control,
+            cc: s.cc,
+            ecn: s.ecn,
+            host: s.host,
+            workload: c.collective.as_ref().map(|_| s.workload),
+        });
+    }
+    Ok(compare)
+}
+
+/// The scenario with set `c`'s overrides applied, and (scenario path, set path) prefixes
+/// for naming errors.
+fn set_document(
+    f: &ScenarioFile,
+    c: &CompareSpec,
+    i: usize,
+) -> (ScenarioFile, Vec<(String, String)>) {
+    let set = format!("compare[{i}]");
+    let mut doc = f.clone();
+    doc.compare.clear();
+    let mut renames = vec![
+        ("transport.rc".to_string(), set.clone()),
+        ("flow_control".to_string(), format!("{set}.flow_control")),
+        ("cc".to_string(), format!("{set}.cc")),
+        ("ecn".to_string(), format!("{set}.ecn")),
+    ];
+    doc.transport.rc = merge_rc(&f.transport.rc, &c.rc);
+    if let Some(fc) = &c.flow_control {
+        doc.flow_control = fc.clone();
+    }
+    if let Some(cc) = &c.cc {
+        doc.cc = cc.clone();
+    }
+    if let Some(ecn) = &c.ecn {
+        doc.ecn = Some(ecn.clone());
+    }
+    if let Some(t) = &c.topology {
+        renames.push(("topology".into(), format!("{set}.topology")));
+        if let Some(s) = t.spines {
+            doc.topology.spines = s;
+        }
+        if let Some(k) = t.links_per_spine {
+            doc.topology.links_per_spine = k;
+        }
+        if let Some(l) = t.fabric_link {
+            doc.topology.fabric_link = Some(l);
+        }
+    }
+    if let Some(over) = &c.host {
+        renames.push(("host".into(), format!("{set}.host")));
+        doc.host = Some(merge_host(&f.host.clone().unwrap_or_default(), over));
+    }
+    // A collective's checks against the set's hosts and fabric belong to the set, whether
+    // or not it changes the collective itself.
+    for (j, item) in f.workload.iter().enumerate() {
+        if let WorkloadSpec::Collective(_) = item {
+            renames.push((
+                format!("workload[{j}].collective"),
+                format!("{set}.collective"),
+            ));
+        }
+    }
+    if let Some(o) = &c.collective {
+        for item in doc.workload.iter_mut() {
+            if let WorkloadSpec::Collective(s) = item {
+                if o.algorithm.is_some() {
+                    s.algorithm = o.algorithm;
+                }
+                if o.placement.is_some() {
+                    s.placement = o.placement.clone();
+                }
+                if o.channels.is_some() {
+                    s.channels = o.channels;
+                }
+                if o.chunk.is_some() {
+                    s.chunk = o.chunk;
+                }
+                if o.pxn.is_some() {
+                    s.pxn = o.pxn;
+                }
+            }
+        }
+    }
+    (doc, renames)
+}
+
+/// `over`'s given fields laid over `base`.
+fn merge_rc(base: &RcSpec, over: &RcSpec) -> RcSpec {
+    macro_rules! pick {
+        ($($f:ident),*) => {
+            RcSpec { $( $f: over.$f.or(base.$f), )* }
+        };
+    }
+    pick!(
+        operation,
+        timeout,
+        retry_cnt,
+        rnr_retry,
+        min_rnr_timer,
+        max_rd_atomic,
+        max_dest_rd_atomic,
+        window_packets,
+        ack_every,
+        recv_queue_depth,
+        recv_post_delay,
+        e2e_credits,
+        initial_psn,
+        connections,
+        max_send_wr
+    )
+}
+
+/// An error in a set's document, under the set's field path when the set gave the
+/// section, else under the scenario's with the set named.
+fn rename(
+    path: String,
+    message: String,
+    renames: &[(String, String)],
+    i: usize,
+    name: &str,
+) -> (String, String) {
+    for (from, to) in renames {
+        if let Some(rest) = path.strip_prefix(from.as_str()) {
+            if rest.is_empty() || rest.starts_with('.') || rest.starts_with('[') {
+                return (format!("{to}{rest}"), message);
+            }
+        }
+    }
+    (
+        path,
+        format!("{message} (with the overrides of compare[{i}], `{name}`)"),
+    )
+}

@@ -1,0 +1,95 @@
+//! `topology:`: the two-tier Clos fabric's size and links.
+
+use super::{check_latency, err, VResult};
+use crate::scenario::schema::TopologySpec;
+use crate::topology::{LinkParams, Topology};
+
+/// Largest fabric, in ports (unidirectional links), a scenario may describe.
+pub const MAX_PORTS: u64 = 1 << 22;
+/// Most leaves, spines or hosts per leaf.
+pub const MAX_SWITCHES: u32 = 4096;
+
+/// The `topology:` section: counts in range, a fabric that carries traffic and fits
+/// [`MAX_PORTS`], latencies within [`super::MAX_LATENCY`].
+pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
+    if t.leaves == 0 {
+        return err("topology.leaves", "expected at least 1 leaf, found 0");
+    }
+    if t.hosts_per_leaf == 0 {
+        return err(
+            "topology.hosts_per_leaf",
+            "expected at least 1 host per leaf, found 0",
+        );
+    }
+    for (field, n) in [
+        ("leaves", t.leaves),
+        ("spines", t.spines),
+        ("hosts_per_leaf", t.hosts_per_leaf),
+    ] {
+        if n > MAX_SWITCHES {
+            return err(
+                format!("topology.{field}"),
+                format!(
+                    "at most {MAX_SWITCHES} leaves, spines and hosts per leaf; found {n} {}",
+                    field.replace('_', " ")
+                ),
+            );
+        }
+    }
+    if t.leaves * t.hosts_per_leaf < 2 {
+        return err(
+            "topology.hosts_per_leaf",
+            "a fabric needs at least 2 hosts to carry traffic",
+        );
+    }
+    if t.leaves > 1 && t.spines == 0 {
+        return err(
+            "topology.spines",
+            "expected at least 1 spine when there is more than one leaf",
+        );
+    }
+    if t.links_per_spine == 0 || t.links_per_spine > 64 {
+        return err(
+            "topology.links_per_spine",
+            format!(
+                "expected 1 to 64 parallel links, found {}",
+                t.links_per_spine
+            ),
+        );
+    }
+    let ports = 2 * t.leaves as u64 * t.hosts_per_leaf as u64
+        + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+    if ports > MAX_PORTS {
+        return err(
+            "topology",
+            format!("the fabric has {ports} ports; at most {MAX_PORTS} are supported"),
+        );
+    }
+    for (path, l) in [
+        ("topology.host_link.latency", Some(t.host_link)),
+        ("topology.fabric_link.latency", t.fabric_link),
+    ] {
+        if let Some(l) = l {
+            check_latency(path, l.latency.0)?;
+        }
+    }
+    let host_link = LinkParams {
+        rate: t.host_link.rate.0,
+        latency: t.host_link.latency.0,
+    };
+    let fabric_link = t
+        .fabric_link
+        .map(|l| LinkParams {
+            rate: l.rate.0,
+            latency: l.latency.0,
+        })
+        .unwrap_or(host_link);
+    Ok(Topology {
+        leaves: t.leaves,
+        spines: t.spines,
+        hosts_per_leaf: t.hosts_per_leaf,
+        links_per_spine: t.links_per_spine,
+        host_link,
+        fabric_link,
+    })
+}

@@ -1,0 +1,88 @@
+//! `transport:`: RC queue-pair attributes (verbs names, NCCL's defaults) or bare packets.
+
+use super::{check_range, check_time, err, VResult};
+use crate::scenario::schema::{self, OperationSpec, RcSpec, TransportMode, TransportSpec};
+use crate::scenario::{Connections, RcConfig, Transport};
+use crate::transport::rc::{Op, RcParams, PSN_MASK};
+
+/// The `transport:` section for a path MTU of `mtu` payload bytes.
+pub fn resolve(t: &TransportSpec, mtu: u64) -> VResult<Transport> {
+    Ok(match t.mode {
+        TransportMode::Raw => Transport::Raw,
+        TransportMode::Rc => Transport::Rc(resolve_rc(&t.rc, None, mtu, "transport.rc")?),
+    })
+}
+
+/// Resolves `transport.rc` (with `over` taking precedence field by field) into an
+/// [`RcConfig`]. `prefix` names the YAML path for errors.
+pub fn resolve_rc(
+    base: &RcSpec,
+    over: Option<&RcSpec>,
+    mtu: u64,
+    prefix: &str,
+) -> VResult<RcConfig> {
+    macro_rules! pick {
+        ($f:ident) => {
+            over.and_then(|o| o.$f.clone()).or(base.$f.clone())
+        };
+    }
+    let p = |f: &str| format!("{prefix}.{f}");
+    let timeout = check_range(p("timeout"), pick!(timeout), 20, 0, 31)?;
+    let retry_cnt = check_range(p("retry_cnt"), pick!(retry_cnt), 7, 0, 7)?;
+    let rnr_retry = check_range(p("rnr_retry"), pick!(rnr_retry), 7, 0, 7)?;
+    let min_rnr_timer = check_range(p("min_rnr_timer"), pick!(min_rnr_timer), 12, 0, 31)?;
+    let max_rd_atomic = check_range(p("max_rd_atomic"), pick!(max_rd_atomic), 1, 1, 64)?;
+    let max_dest = check_range(p("max_dest_rd_atomic"), pick!(max_dest_rd_atomic), 1, 1, 64)?;
+    let window = pick!(window_packets);
+    if window == Some(0) {
+        return err(
+            p("window_packets"),
+            "expected at least 1 packet (omit it for no window)",
+        );
+    }
+    let ack_every = check_range(p("ack_every"), pick!(ack_every), 1, 1, 1 << 20)?;
+    let recv_queue_depth = check_range(
+        p("recv_queue_depth"),
+        pick!(recv_queue_depth),
+        1,
+        0,
+        1 << 20,
+    )?;
+    let recv_post_delay = pick!(recv_post_delay).map(|d| d.0).unwrap_or_default();
+    check_time(p("recv_post_delay"), recv_post_delay)?;
+    let initial_psn = check_range(p("initial_psn"), pick!(initial_psn), 0, 0, PSN_MASK)?;
+    let max_send_wr = check_range(p("max_send_wr"), pick!(max_send_wr), 256, 1, 1 << 16)?;
+    let connections = match pick!(connections).unwrap_or_default() {
+        schema::ConnectionsSpec::PerFlow => Connections::PerFlow,
+        schema::ConnectionsSpec::PerHostPair => Connections::PerHostPair,
+    };
+    let operation = match pick!(operation).unwrap_or_default() {
+        OperationSpec::Write => Op::Write,
+        OperationSpec::Send => Op::Send,
+        OperationSpec::Read => Op::Read,
+    };
+    if mtu > u32::MAX as u64 {
+        return err("packet.mtu", "too large for RC");
+    }
+    Ok(RcConfig {
+        params: RcParams {
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            min_rnr_timer,
+            // The responder accepts at most max_dest_rd_atomic; the requester keeps to
+            // the smaller of the two, as ibv_modify_qp pairs them.
+            max_rd_atomic: max_rd_atomic.min(max_dest),
+            path_mtu: mtu as u32,
+            window_packets: window,
+            ack_every,
+            e2e_credits: pick!(e2e_credits).unwrap_or(true),
+            initial_psn,
+        },
+        connections,
+        max_send_wr,
+        operation,
+        recv_queue_depth,
+        recv_post_delay,
+    })
+}

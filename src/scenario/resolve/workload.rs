@@ -1,0 +1,298 @@
+//! `workload:`: flows, permutation, incast, all-to-all, Poisson arrivals, message streams
+//! and ping-pongs checked against the fabric's hosts and the run's limits (collective
+//! items are in [`super::collective`]), and each item's posting mode.
+
+use super::{check_size, check_time, err, VResult, MAX_FLOWS, MAX_TIME};
+use crate::nic::config::PostingMode;
+use crate::packet::Encapsulation;
+use crate::scenario::schema::{self, WorkloadSpec};
+use crate::topology::Topology;
+use crate::units::SimDuration;
+use crate::workload::{SizeDist, Workload};
+use std::path::Path;
+
+/// Each item's posting mode, when it names one, with the field path it came from.
+pub type Postings = Vec<(String, Option<PostingMode>)>;
+
+/// The `workload:` list on `topology`, for a path MTU of `mtu` payload bytes. `duration`
+/// ends Poisson arrivals that give no `until`; CDF files are found under `base_dir`.
+pub fn resolve(
+    items: &[WorkloadSpec],
+    topology: &Topology,
+    mtu: u64,
+    encapsulation: Encapsulation,
+    duration: Option<SimDuration>,
+    base_dir: &Path,
+) -> VResult<(Vec<Workload>, Postings)> {
+    let host_link = topology.host_link;
+    if items.is_empty() {
+        return err("workload", "expected at least one workload item");
+    }
+    let hosts = topology.hosts();
+    let host_check = |path: String, h: u32| -> VResult<()> {
+        if h >= hosts {
+            err(
+                path,
+                format!(
+                    "host {h} does not exist: the fabric has {hosts} hosts, numbered 0 to {}",
+                    hosts - 1
+                ),
+            )
+        } else {
+            Ok(())
+        }
+    };
+    let mut workload = Vec::with_capacity(items.len());
+    let mut workload_posting: Vec<(String, Option<PostingMode>)> = Vec::new();
+    for (i, w) in items.iter().enumerate() {
+        let (kind, posting) = match &w {
+            WorkloadSpec::Flows(_) => ("flows", None),
+            WorkloadSpec::Permutation(s) => ("permutation", s.posting),
+            WorkloadSpec::Incast(s) => ("incast", s.posting),
+            WorkloadSpec::AllToAll(s) => ("all_to_all", s.posting),
+            WorkloadSpec::Poisson(s) => ("poisson", s.posting),
+            WorkloadSpec::Stream(s) => ("stream", s.posting),
+            WorkloadSpec::PingPong(s) => ("ping_pong", s.posting),
+            WorkloadSpec::Collective(_) => ("collective", None),
+        };
+        workload_posting.push((format!("workload[{i}].{kind}.posting"), posting));
+        let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
+        let start = |s: Option<schema::Duration>| s.map(|d| d.0).unwrap_or_default();
+        let item = match w {
+            WorkloadSpec::Flows(list) => {
+                if list.is_empty() {
+                    return err(format!("workload[{i}].flows"), "expected at least one flow");
+                }
+                let mut flows = Vec::with_capacity(list.len());
+                for (j, fl) in list.iter().enumerate() {
+                    let fp = |field: &str| format!("workload[{i}].flows[{j}].{field}");
+                    host_check(fp("src"), fl.src)?;
+                    host_check(fp("dst"), fl.dst)?;
+                    if fl.src == fl.dst {
+                        return err(
+                            fp("dst"),
+                            format!(
+                                "a flow needs two different hosts, found src = dst = {}",
+                                fl.src
+                            ),
+                        );
+                    }
+                    check_size(fp("size"), fl.size.0 .0, mtu)?;
+                    check_time(fp("start"), start(fl.start))?;
+                    flows.push(crate::workload::ExplicitFlow {
+                        src: fl.src,
+                        dst: fl.dst,
+                        size: fl.size.0 .0,
+                        start: start(fl.start),
+                    });
+                }
+                Workload::Flows(flows)
+            }
+            WorkloadSpec::Permutation(s) => {
+                check_size(p("permutation", "size"), s.size.0 .0, mtu)?;
+                check_time(p("permutation", "start"), start(s.start))?;
+                Workload::Permutation {
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Incast(s) => {
+                host_check(p("incast", "receiver"), s.receiver)?;
+                if s.senders == 0 || s.senders > hosts - 1 {
+                    return err(
+                        p("incast", "senders"),
+                        format!(
+                            "expected 1 to {} senders (every host but the receiver), found {}",
+                            hosts - 1,
+                            s.senders
+                        ),
+                    );
+                }
+                check_size(p("incast", "size"), s.size.0 .0, mtu)?;
+                check_time(p("incast", "start"), start(s.start))?;
+                Workload::Incast {
+                    senders: s.senders,
+                    receiver: s.receiver,
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::AllToAll(s) => {
+                check_size(p("all_to_all", "size"), s.size.0 .0, mtu)?;
+                check_time(p("all_to_all", "start"), start(s.start))?;
+                let n = hosts as f64 * (hosts as f64 - 1.0);
+                if n > MAX_FLOWS {
+                    return err(
+                        format!("workload[{i}].all_to_all"),
+                        format!("{hosts} hosts make {n} flows; at most {MAX_FLOWS} are supported"),
+                    );
+                }
+                Workload::AllToAll {
+                    size: s.size.0 .0,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Stream(s) => {
+                host_check(p("stream", "src"), s.src)?;
+                host_check(p("stream", "dst"), s.dst)?;
+                if s.src == s.dst {
+                    return err(
+                        p("stream", "dst"),
+                        format!(
+                            "a stream needs two different hosts, found src = dst = {}",
+                            s.src
+                        ),
+                    );
+                }
+                if s.count == 0 || s.count as f64 > MAX_FLOWS {
+                    return err(
+                        p("stream", "count"),
+                        format!("expected 1 to {MAX_FLOWS} messages, found {}", s.count),
+                    );
+                }
+                check_size(p("stream", "size"), s.size.0 .0, mtu)?;
+                let st = start(s.start);
+                let interval = start(s.interval);
+                check_time(p("stream", "start"), st)?;
+                check_time(
+                    p("stream", "interval"),
+                    SimDuration(st.0.saturating_add(interval.0.saturating_mul(s.count as u64))),
+                )?;
+                Workload::Stream {
+                    src: s.src,
+                    dst: s.dst,
+                    size: s.size.0 .0,
+                    count: s.count,
+                    interval,
+                    start: st,
+                }
+            }
+            WorkloadSpec::Collective(s) => super::collective::resolve_item(i, s, mtu)?,
+            WorkloadSpec::PingPong(s) => {
+                let [a, b] = s.hosts;
+                host_check(format!("workload[{i}].ping_pong.hosts[0]"), a)?;
+                host_check(format!("workload[{i}].ping_pong.hosts[1]"), b)?;
+                if a == b {
+                    return err(
+                        p("ping_pong", "hosts"),
+                        format!("a ping-pong needs two different hosts, found {a} twice"),
+                    );
+                }
+                if s.iterations == 0 || 2.0 * s.iterations as f64 > MAX_FLOWS {
+                    return err(
+                        p("ping_pong", "iterations"),
+                        format!(
+                            "expected 1 to {} round trips, found {}",
+                            MAX_FLOWS / 2.0,
+                            s.iterations
+                        ),
+                    );
+                }
+                check_size(p("ping_pong", "size"), s.size.0 .0, mtu)?;
+                check_time(p("ping_pong", "start"), start(s.start))?;
+                Workload::PingPong {
+                    hosts: s.hosts,
+                    size: s.size.0 .0,
+                    iterations: s.iterations,
+                    start: start(s.start),
+                }
+            }
+            WorkloadSpec::Poisson(s) => {
+                if !(s.load.is_finite() && s.load > 0.0 && s.load <= 1.0) {
+                    return err(
+                        p("poisson", "load"),
+                        format!(
+                            "expected a fraction of the host link rate in (0, 1], found {}",
+                            s.load
+                        ),
+                    );
+                }
+                let st = start(s.start);
+                let until = match (s.until, duration) {
+                    (Some(u), _) => u.0,
+                    (None, Some(d)) => d,
+                    (None, None) => {
+                        return err(
+                            p("poisson", "until"),
+                            "a Poisson workload needs `until` (or a scenario `duration`) to know when arrivals stop",
+                        )
+                    }
+                };
+                if until <= st {
+                    return err(
+                        p("poisson", "until"),
+                        format!("expected a time after start ({st}), found {until}"),
+                    );
+                }
+                let all: Vec<u32> = (0..hosts).collect();
+                let mut lists = [Vec::new(), Vec::new()];
+                for (li, (name, given)) in
+                    [("src_hosts", &s.src_hosts), ("dst_hosts", &s.dst_hosts)]
+                        .into_iter()
+                        .enumerate()
+                {
+                    let list = given.clone().unwrap_or_else(|| all.clone());
+                    if list.is_empty() {
+                        return err(p("poisson", name), "expected at least one host");
+                    }
+                    for (j, &h) in list.iter().enumerate() {
+                        host_check(format!("workload[{i}].poisson.{name}[{j}]"), h)?;
+                    }
+                    lists[li] = list;
+                }
+                let [src_hosts, dst_hosts] = lists;
+                if dst_hosts.len() == 1 && src_hosts == dst_hosts {
+                    return err(
+                        p("poisson", "dst_hosts"),
+                        "the only receiver is the only sender: a host does not send to itself",
+                    );
+                }
+                check_time(p("poisson", "start"), st)?;
+                check_time(p("poisson", "until"), until)?;
+                let dist = SizeDist::from_spec(&s.sizes, base_dir)
+                    .map_err(|m| (p("poisson", "sizes"), m))?;
+                check_size(p("poisson", "sizes"), dist.max(), mtu)?;
+                // Expected arrivals: load x rate / (8 x mean size) per sender per second.
+                let expected = s.load * host_link.rate.0 as f64 / (8.0 * dist.mean())
+                    * (until - st).as_secs_f64()
+                    * src_hosts.len() as f64;
+                if expected.is_nan() || expected > MAX_FLOWS {
+                    return err(
+                        p("poisson", "until"),
+                        format!(
+                            "about {expected:.0} flows would arrive; at most {MAX_FLOWS} are supported (shorten `until` or use larger flows)"
+                        ),
+                    );
+                }
+                Workload::Poisson {
+                    load: s.load,
+                    dist,
+                    start: st,
+                    until,
+                    src_hosts,
+                    dst_hosts,
+                }
+            }
+        };
+        workload.push(item);
+    }
+
+    // A flow that alone takes more than a simulated day to serialize on the slowest link
+    // would carry simulated time towards overflow: reject it.
+    let slowest = topology.host_link.rate.min(topology.fabric_link.rate);
+    for (i, w) in workload.iter().enumerate() {
+        let biggest = w.max_size();
+        let packets = biggest.div_ceil(mtu);
+        let wire = biggest + packets * (encapsulation.overhead_bytes() + 16);
+        if crate::units::serialization_delay(wire, slowest) > MAX_TIME {
+            return err(
+                format!("workload[{i}]"),
+                format!(
+                    "a {} flow takes more than a simulated day to send at {slowest}",
+                    crate::units::Bytes(biggest)
+                ),
+            );
+        }
+    }
+    Ok((workload, workload_posting))
+}
