@@ -4,9 +4,16 @@
 //!
 //! The generator is rand's `StdRng` (ChaCha12), locked in `Cargo.lock`.
 
-use crate::routing::mix64;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+
+/// Mixes 64 bits (SplitMix64's finalizer): the hash behind ECMP and seed derivation.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+    z ^ (z >> 31)
+}
 
 /// Stream tags: one per kind of component that draws random numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -41,13 +41,13 @@ impl SimTime {
 
 impl SimDuration {
     pub const ZERO: SimDuration = SimDuration(0);
-    pub fn from_ps(ps: u64) -> Self {
+    pub const fn from_ps(ps: u64) -> Self {
         SimDuration(ps)
     }
-    pub fn from_ns(ns: u64) -> Self {
+    pub const fn from_ns(ns: u64) -> Self {
         SimDuration(ns * 1_000)
     }
-    pub fn from_us(us: u64) -> Self {
+    pub const fn from_us(us: u64) -> Self {
         SimDuration(us * 1_000_000)
     }
     pub fn ps(self) -> u64 {

@@ -5,15 +5,8 @@
 //! itself is seeded per run. Flows may collide on one port while another idles.
 
 use super::{Candidates, RouteKey};
+use crate::rng::mix64;
 use crate::units::SimTime;
-
-/// Mixes 64 bits (SplitMix64's finalizer): the hash behind ECMP and seed derivation.
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^ (z >> 31)
-}
 
 /// Per-flow hashing.
 #[derive(Clone, Copy, Debug, Default)]

@@ -23,9 +23,10 @@ mod dmodk;
 mod ecmp;
 mod spray;
 
+pub use crate::rng::mix64;
 pub use adaptive::Adaptive;
 pub use dmodk::DModK;
-pub use ecmp::{mix64, Ecmp};
+pub use ecmp::Ecmp;
 pub use spray::Spray;
 
 use crate::units::SimTime;

@@ -74,6 +74,12 @@ impl Tier {
     }
 }
 
+/// The shortest link latency a fabric may have: 1 ns (20 cm of cable). Every link
+/// delays what crosses it by at least this much, so a fabric cut through its links into
+/// partitions has that much lookahead: a partition can run 1 ns ahead of its neighbours
+/// without missing an event from them (Chandy-Misra-Bryant conservative simulation).
+pub const MIN_LINK_LATENCY: SimDuration = SimDuration::from_ns(1);
+
 /// A link's rate and one-way propagation latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkParams {

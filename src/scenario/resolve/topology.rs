@@ -2,7 +2,7 @@
 
 use super::{check_latency, err, VResult};
 use crate::scenario::schema::TopologySpec;
-use crate::topology::{LinkParams, Topology};
+use crate::topology::{LinkParams, Topology, MIN_LINK_LATENCY};
 
 /// Largest fabric, in ports (unidirectional links), a scenario may describe.
 pub const MAX_PORTS: u64 = 1 << 22;
@@ -10,7 +10,7 @@ pub const MAX_PORTS: u64 = 1 << 22;
 pub const MAX_SWITCHES: u32 = 4096;
 
 /// The `topology:` section: counts in range, a fabric that carries traffic and fits
-/// [`MAX_PORTS`], latencies within [`super::MAX_LATENCY`].
+/// [`MAX_PORTS`], link latencies from [`MIN_LINK_LATENCY`] to [`super::MAX_LATENCY`].
 pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
     if t.leaves == 0 {
         return err("topology.leaves", "expected at least 1 leaf, found 0");
@@ -71,6 +71,16 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
     ] {
         if let Some(l) = l {
             check_latency(path, l.latency.0)?;
+            if l.latency.0 < MIN_LINK_LATENCY {
+                return err(
+                    path,
+                    format!(
+                        "expected at least {MIN_LINK_LATENCY} (every link delays what \
+                         crosses it; 1 ns is 20 cm of cable), found {}",
+                        l.latency.0
+                    ),
+                );
+            }
         }
     }
     let host_link = LinkParams {
