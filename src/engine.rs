@@ -154,7 +154,7 @@ impl EventQueue {
 
     /// Schedules `event` at `at` on behalf of component `source`. Scheduling into the past
     /// is a bug, caught in every build.
-    #[inline]
+    #[inline(always)]
     pub fn schedule(&mut self, at: SimTime, source: Source, event: Event) {
         assert!(
             at >= self.now,
@@ -170,7 +170,7 @@ impl EventQueue {
     }
 
     /// Pops the earliest event and advances `now` to its time.
-    #[inline]
+    #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
         let e = self.heap.pop()?;
         let t = SimTime((e.key >> 64) as u64);

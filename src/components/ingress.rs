@@ -130,6 +130,7 @@ impl Ingress {
 
     /// `bytes` of data came in and were admitted to the buffer: PFC pauses the sender
     /// at Xoff.
+    #[inline]
     pub fn handle_admitted(&mut self, now: SimTime, bytes: u64) -> Frames {
         self.bytes += bytes;
         if let FlowControl::Pfc { xoff, .. } = self.fc {
@@ -143,6 +144,7 @@ impl Ingress {
 
     /// `bytes` of data that came in over this link left the switch: PFC resumes the
     /// sender at Xon; IB credits go back.
+    #[inline]
     pub fn handle_released(&mut self, now: SimTime, bytes: u64) -> Option<Upstream> {
         self.bytes -= bytes;
         match self.fc {
@@ -172,6 +174,7 @@ impl Ingress {
     /// IB: the credits of `wire` bytes that crossed this link (consumed, forwarded or
     /// lost) go back to the sender after the update delay and the cable. `None` without
     /// credit flow control.
+    #[inline]
     pub fn credits_back(&self, now: SimTime, wire: u64) -> Option<Upstream> {
         matches!(self.fc, FlowControl::IbCredit { .. }).then(|| self.credit_return(now, wire))
     }

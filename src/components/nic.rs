@@ -32,21 +32,25 @@ pub struct Nic {
 
 impl Nic {
     /// A job has data to send: it joins the back of the round robin.
+    #[inline]
     pub fn activate(&mut self, job: u32) {
         self.active.push_back(job);
     }
 
     /// The job whose turn it is; the caller puts it back with `activate` if it still has
     /// work after sending.
+    #[inline]
     pub fn pop_job(&mut self) -> Option<u32> {
         self.active.pop_front()
     }
 
     /// Jobs listed.
+    #[inline]
     pub fn jobs(&self) -> usize {
         self.active.len()
     }
 
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.active.is_empty() && self.ctrl.is_empty() && self.held.is_none()
     }

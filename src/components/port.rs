@@ -252,6 +252,7 @@ impl EgressPort {
     }
 
     /// PFC: whether the data class is held at `now`.
+    #[inline]
     pub fn pause_gate(&mut self, now: SimTime) -> Gate {
         if self.paused_until > now {
             let wake = (!self.wake_pending).then(|| {
@@ -265,6 +266,7 @@ impl EgressPort {
 
     /// IB: whether there is credit for a `wire`-byte packet; starts or ends the timing
     /// of a stall. Always open without credits.
+    #[inline]
     pub fn credit_gate(&mut self, now: SimTime, wire: u64) -> Gate {
         if let Some(c) = self.credits {
             if c < credit_blocks(wire) {
@@ -279,6 +281,7 @@ impl EgressPort {
     }
 
     /// Both gates, in order (pause first).
+    #[inline]
     pub fn data_gate(&mut self, now: SimTime, wire: u64) -> Gate {
         match self.pause_gate(now) {
             Gate::Open => self.credit_gate(now, wire),
@@ -287,6 +290,7 @@ impl EgressPort {
     }
 
     /// Whether `data_gate` would open, without its bookkeeping.
+    #[inline]
     pub fn data_gate_open(&self, now: SimTime, wire: u64) -> bool {
         self.paused_until <= now && self.credits.map_or(true, |c| c >= credit_blocks(wire))
     }
@@ -340,6 +344,7 @@ impl EgressPort {
     /// packet that is ready sooner), else data if the gates allow.
     ///
     /// `Err(Some(t))`: nothing can start, and a wake-up is needed at `t` (pause end).
+    #[inline]
     pub fn poll_transmit(&mut self, now: SimTime) -> Result<Transmit, Option<SimTime>> {
         if self.busy() {
             return Err(None);
@@ -370,6 +375,7 @@ impl EgressPort {
 
     /// Starts serializing a packet at `start` (a host's packet: queued by nobody; a
     /// switch's: from `poll_transmit`). An ECN-capable packet may be marked here.
+    #[inline]
     pub fn transmit(&mut self, q: Queued, start: SimTime) -> Transmit {
         debug_assert!(!self.busy(), "a port sends one packet at a time");
         let wire = q.wire as u64;
@@ -402,6 +408,7 @@ impl EgressPort {
     /// The telemetry record of the packet that started at `start` (HPCC §3.2: INT at
     /// egress): the bytes queued at this port, counting the packet in service and those
     /// behind it; the bytes transmitted before it; the time; the link rate.
+    #[inline]
     pub fn telemetry(&self, start: SimTime) -> HopTelemetry {
         HopTelemetry {
             queue_bytes: self.queued_bytes,
@@ -412,6 +419,7 @@ impl EgressPort {
     }
 
     /// A host's own packet (never queued, never marked) starts at `start`.
+    #[inline]
     pub fn transmit_own(&mut self, pkt: PktId, wire: u64, start: SimTime) -> Transmit {
         self.transmit(
             Queued {
@@ -428,6 +436,7 @@ impl EgressPort {
 
     /// The packet in service has left (its last bit is out): counted now, so a run cut
     /// by `duration` counts only what was sent. A switch port's queue releases its bytes.
+    #[inline]
     pub fn handle_tx_done(&mut self) -> Sent {
         let sent = self.in_service.take().expect("a port finishing a packet");
         self.tx_bytes += sent.wire;
@@ -438,6 +447,7 @@ impl EgressPort {
         sent
     }
 
+    #[inline]
     pub fn count_drop(&mut self, reason: DropReason, wire: u64) {
         self.drops[reason as usize] += 1;
         self.drop_bytes += wire;

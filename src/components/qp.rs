@@ -127,6 +127,7 @@ impl QueuePair {
 
     /// A packet of `wire` bytes of direction `d` left at `now`: if its congestion control
     /// paces, the next may leave one serialization time at that rate later.
+    #[inline]
     pub fn on_sent(&mut self, now: SimTime, d: Direction, wire: u64) {
         let cc = &mut self.cc[d as usize];
         cc.handle_timeout(now);
@@ -138,12 +139,14 @@ impl QueuePair {
     }
 
     /// A CNP for direction `d` arrived; returns whether its algorithm cut the rate.
+    #[inline]
     pub fn handle_cnp(&mut self, now: SimTime, d: Direction) -> bool {
         self.cc[d as usize].on_cnp(now)
     }
 
     /// An ECN-marked packet of direction `d` reached its receiver; returns whether the
     /// receiver sends a CNP (at most one per `cnp_interval`).
+    #[inline]
     pub fn handle_marked(&mut self, now: SimTime, d: Direction, cnp_interval: SimDuration) -> bool {
         self.np[d as usize].on_marked(now, cnp_interval)
     }
@@ -151,6 +154,7 @@ impl QueuePair {
     /// An ACK or NAK reached the requester. The forward direction's congestion control
     /// hears what it acknowledged (in path-MTU packets of `mtu` payload bytes) and sets
     /// the requester's window (in packets of `mtu_wire` bytes on the wire).
+    #[inline]
     pub fn handle_ack(&mut self, now: SimTime, ack: AckInfo, mtu: u64, mtu_wire: u64) {
         let before = self.req.in_flight_packets();
         self.req.handle_ack(now, ack);
@@ -177,6 +181,7 @@ impl QueuePair {
 
     /// The requester's deadline moved: returns the time of a timer event to schedule,
     /// if none is pending at or before it.
+    #[inline]
     pub fn arm_timer(&mut self) -> Option<SimTime> {
         let t = self.req.next_timeout()?;
         if self.timer_at.is_some_and(|s| s <= t) {
@@ -188,6 +193,7 @@ impl QueuePair {
 
     /// A timer event scheduled for `now` fired: whether it is the pending one (a
     /// superseded one is stale and does nothing).
+    #[inline]
     pub fn take_timer(&mut self, now: SimTime) -> bool {
         if self.timer_at != Some(now) {
             return false;
@@ -205,6 +211,7 @@ impl QueuePair {
 
     /// The next READ response to send: its PSN and how many were left before it (its
     /// count from the end of the message), and whether more follow.
+    #[inline]
     pub fn next_read_response(&mut self) -> Option<(u32, u32, bool)> {
         if self.read_left == 0 {
             return None;
@@ -221,6 +228,7 @@ impl QueuePair {
     }
 
     /// Nothing left to do: no work request outstanding or waiting, no READ response.
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.req.outstanding_wrs() == 0
             && self.read_left == 0

@@ -152,6 +152,7 @@ impl Switch {
     /// A packet the switch made itself (in-network aggregation): its output waits in the
     /// aggregation engine's own memory, not the shared buffer, and is ready after the
     /// port-to-port latency.
+    #[inline]
     pub fn own_packet(&self, now: SimTime, pkt: PktId, wire: u64) -> Queued {
         Queued {
             ready: now + self.cfg.latency,
@@ -164,6 +165,7 @@ impl Switch {
     }
 
     /// A packet that came in over a port left: its buffer space is free again.
+    #[inline]
     pub fn handle_departure(&mut self, wire: u64) {
         self.used -= wire;
     }

@@ -143,6 +143,7 @@ impl Wire {
     }
 
     /// Whether a fault destroys the `wire`-byte packet arriving at `now`.
+    #[inline]
     pub fn fault(&mut self, now: SimTime, wire: u64) -> Option<Loss> {
         let f = self.faults.as_mut()?;
         let loss = if f.down.iter().any(|&(a, b)| now.0 >= a && now.0 < b) {

@@ -359,4 +359,5 @@ compare:
         "{err}"
     );
     assert!(err.contains("4096"), "{err}");
+    let _ = std::fs::remove_dir_all(d);
 }
