@@ -155,7 +155,8 @@ pub struct EgressPort {
     pub drops: [u64; 3],
     pub drop_bytes: u64,
     /// RED marking at dequeue, and its random stream.
-    red: Option<(Red, StdRng)>,
+    /// Boxed with its random stream (large), so an unmarked port stays compact.
+    red: Option<Box<(Red, StdRng)>>,
     pub ecn_marked: u64,
 }
 
@@ -209,7 +210,7 @@ impl EgressPort {
 
     /// ECN: RED marking at dequeue with its own random stream.
     pub fn with_red(mut self, red: Red, rng: StdRng) -> Self {
-        self.red = Some((red, rng));
+        self.red = Some(Box::new((red, rng)));
         self
     }
 
@@ -381,7 +382,8 @@ impl EgressPort {
         let wire = q.wire as u64;
         let mut ecn_marked = false;
         if q.ect {
-            if let Some((red, rng)) = &mut self.red {
+            if let Some(b) = &mut self.red {
+                let (red, rng) = &mut **b;
                 let behind = self.queued_bytes.saturating_sub(wire);
                 let prob = red.probability(behind);
                 if prob > 0.0 && (prob >= 1.0 || rng.gen::<f64>() < prob) {

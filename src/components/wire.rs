@@ -74,7 +74,9 @@ pub struct Wire {
     /// The far end acts on a packet's header (a cut-through switch): the header bytes.
     cut_through_header: Option<u64>,
     ring: VecDeque<OnWire>,
-    faults: Option<WireFaults>,
+    /// Boxed: the random stream is large and most links have no faults, so the ring's
+    /// fields stay on one cache line.
+    faults: Option<Box<WireFaults>>,
     /// Packets that arrived destroyed by a fault.
     pub fault_losses: u64,
 }
@@ -91,7 +93,7 @@ impl Wire {
     }
 
     pub fn with_faults(mut self, faults: Option<WireFaults>) -> Wire {
-        self.faults = faults;
+        self.faults = faults.map(Box::new);
         self
     }
 
