@@ -156,9 +156,11 @@ impl QueuePair {
     /// the requester's window (in packets of `mtu_wire` bytes on the wire).
     #[inline]
     pub fn handle_ack(&mut self, now: SimTime, ack: AckInfo, mtu: u64, mtu_wire: u64) {
-        let before = self.req.in_flight_packets();
+        // Newly acknowledged: how far the oldest unacknowledged packet moved (a NAK
+        // rewinds what is in flight without acknowledging what it rewinds).
+        let before = self.req.acked_packets();
         self.req.handle_ack(now, ack);
-        let acked = before.saturating_sub(self.req.in_flight_packets());
+        let acked = self.req.acked_packets() - before;
         let cc = &mut self.cc[Direction::Forward as usize];
         cc.on_ack(
             now,
@@ -325,6 +327,17 @@ mod tests {
         };
         q.handle_ack(SimTime(10), ack, 1000, 1026);
         assert_eq!(q.req.in_flight_packets(), 1);
+        assert_eq!(q.req.acked_packets(), 2);
+        // A sequence NAK for PSN 2 rewinds to it: nothing more is acknowledged.
+        let nak = AckInfo {
+            kind: AckKind::NakSeq,
+            psn: 2,
+            credits: 0,
+            rnr_code: 0,
+        };
+        q.handle_ack(SimTime(20), nak, 1000, 1026);
+        assert_eq!(q.req.acked_packets(), 2);
+        assert_eq!(q.req.in_flight_packets(), 0, "rewound, to be sent again");
         assert_eq!(
             q.req.window(),
             None,

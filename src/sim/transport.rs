@@ -116,8 +116,9 @@ impl Sim {
                 }
                 if delay > SimDuration::ZERO {
                     let gen = self.qps[slot as usize].gen;
-                    // The receiver (the responder's host) posts its receive WQEs.
-                    let source = self.src.nic(dst);
+                    // Scheduled by the requester's host as it opens the queue pair (the
+                    // responder's host posts its receive WQEs then).
+                    let source = self.src.nic(src);
                     self.q
                         .schedule(now + delay, source, Event::RecvPost { qp: slot, gen });
                 }

@@ -320,6 +320,12 @@ impl Requester {
         self.sq.len()
     }
 
+    /// Packets acknowledged since the queue pair opened (the oldest unacknowledged
+    /// packet's sequence number).
+    pub fn acked_packets(&self) -> u64 {
+        self.una
+    }
+
     /// Packets sent and not yet acknowledged.
     pub fn in_flight_packets(&self) -> u64 {
         self.nxt - self.una
