@@ -12,9 +12,12 @@
 //!   switch going down (up/down: never down then up, so no credit loop and no deadlock).
 //!
 //! The candidates of each entry are ports in increasing port order; a routing policy
-//! (`crate::routing`) chooses among them. Entries are kept per destination *switch*
-//! (the one the host attaches to) and shared between switches with the same choice, so
-//! the tables take switches x switches entries, not switches x hosts.
+//! (`crate::routing`) chooses among them. The tables grow with the links, not with
+//! switches squared: a spine keeps one entry per leaf it is linked to (a dense
+//! spine x leaf table, never larger than the links between them); a leaf keeps one
+//! entry per *class* of leaves, the leaves linked to the same set of spines (one class
+//! in a full Clos, one per plane in a multi-plane fabric), since its way up to every
+//! leaf of a class is the same.
 //!
 //! The shape (`Topology`) builds one such graph today: the two-tier Clos with parallel
 //! links. Other wirings (rail-optimized planes, uneven leaves) are other lists of links
@@ -49,15 +52,25 @@ pub struct Graph {
     /// The switch each host attaches to, and the port it is reached by from there.
     attach: Vec<u32>,
     host_down: Vec<PortId>,
-    /// `table[s * switches + t]`: the candidate group toward hosts attached to switch `t`,
-    /// at switch `s` (`NO_GROUP` if none).
-    table: Vec<u32>,
+    /// Per switch: its level (0 leaf, 1 spine, `u8::MAX` unconnected) and its rank
+    /// among the switches of its level.
+    level: Vec<u8>,
+    rank: Vec<u32>,
+    leaves: u32,
+    /// Per leaf: its class (leaves linked to the same set of spines).
+    class: Vec<u32>,
+    classes: u32,
+    /// `up[leaf_rank * classes + class]`: a leaf's way up toward the leaves of a class.
+    up: Vec<u32>,
+    /// `down[spine_rank * leaves + leaf_rank]`: a spine's links down to a leaf.
+    down: Vec<u32>,
+    /// Per switch: its links to each adjacent switch, as (switch, group), by switch.
+    neighbors: Vec<Vec<(u32, u32)>>,
+    /// Some leaf is linked straight to another leaf (not a Clos; looked up first).
+    leaf_links: bool,
     /// Candidate groups: `groups[g]..groups[g + 1]` index `hops`.
     groups: Vec<u32>,
     hops: Vec<PortId>,
-    /// Ports from switch `s` to adjacent switch `t`, as a group (for packets addressed
-    /// to a switch, as in-network aggregation sends them).
-    adjacent: Vec<u32>,
 }
 
 const NO_GROUP: u32 = u32::MAX;
@@ -124,64 +137,103 @@ impl Graph {
                 level[sw] = 1;
             }
         }
-        let mut g = Graph {
+        let mut rank = vec![u32::MAX; s];
+        let mut count = [0u32; 2];
+        for sw in 0..s {
+            if let Some(c) = count.get_mut(level[sw] as usize) {
+                rank[sw] = *c;
+                *c += 1;
+            }
+        }
+        let [leaves, spines] = count;
+        let mut groups = vec![0u32];
+        let mut hops: Vec<PortId> = Vec::new();
+        let mut group = |c: &[PortId]| -> u32 {
+            if c.is_empty() {
+                return NO_GROUP;
+            }
+            hops.extend_from_slice(c);
+            groups.push(hops.len() as u32);
+            (groups.len() - 2) as u32
+        };
+        // Each switch's links to each neighbour, parallel links together in port order.
+        let mut neighbors: Vec<Vec<(u32, u32)>> = Vec::with_capacity(s);
+        for links in &out {
+            let mut by_to: Vec<(u32, PortId)> = links.iter().map(|&(p, t)| (t, p)).collect();
+            by_to.sort_unstable(); // by neighbour, then port
+            let mut mine = Vec::new();
+            let mut i = 0;
+            while i < by_to.len() {
+                let t = by_to[i].0;
+                let j = i + by_to[i..].iter().take_while(|&&(u, _)| u == t).count();
+                let ports: Vec<PortId> = by_to[i..j].iter().map(|&(_, p)| p).collect();
+                mine.push((t, group(&ports)));
+                i = j;
+            }
+            neighbors.push(mine);
+        }
+        // Classes of leaves: by the set of spines each is linked to.
+        let mut class = vec![u32::MAX; s];
+        let mut class_spines: Vec<Vec<bool>> = Vec::new();
+        let mut seen: std::collections::HashMap<Vec<u32>, u32> = Default::default();
+        for sw in (0..s).filter(|&sw| level[sw] == 0) {
+            let set: Vec<u32> = neighbors[sw]
+                .iter()
+                .map(|&(t, _)| t)
+                .filter(|&t| level[t as usize] == 1)
+                .collect();
+            let next = seen.len() as u32;
+            class[sw] = *seen.entry(set.clone()).or_insert_with(|| {
+                let mut member = vec![false; s];
+                for &t in &set {
+                    member[t as usize] = true;
+                }
+                class_spines.push(member);
+                next
+            });
+        }
+        let classes = class_spines.len() as u32;
+        // A leaf's way up toward each class: its uplinks to the spines of that class.
+        let mut up = vec![NO_GROUP; leaves as usize * classes as usize];
+        for sw in (0..s).filter(|&sw| level[sw] == 0) {
+            for (c, member) in class_spines.iter().enumerate() {
+                let cands: Vec<PortId> = out[sw]
+                    .iter()
+                    .filter(|&&(_, t)| level[t as usize] == 1 && member[t as usize])
+                    .map(|&(p, _)| p)
+                    .collect();
+                up[rank[sw] as usize * classes as usize + c] = group(&cands);
+            }
+        }
+        // A spine's links down to each leaf.
+        let mut down = vec![NO_GROUP; spines as usize * leaves as usize];
+        for sw in (0..s).filter(|&sw| level[sw] == 1) {
+            for &(t, g) in &neighbors[sw] {
+                if level[t as usize] == 0 {
+                    down[rank[sw] as usize * leaves as usize + rank[t as usize] as usize] = g;
+                }
+            }
+        }
+        let leaf_links = (0..s)
+            .any(|sw| level[sw] == 0 && neighbors[sw].iter().any(|&(t, _)| level[t as usize] == 0));
+        Ok(Graph {
             ports,
             hosts,
             switches,
             attach,
             host_down,
-            table: vec![NO_GROUP; s * s],
-            groups: vec![0],
-            hops: Vec::new(),
-            adjacent: vec![NO_GROUP; s * s],
-        };
-        // Dedupe identical candidate lists (a leaf's uplinks serve every remote leaf).
-        let mut seen: std::collections::HashMap<Vec<PortId>, u32> = Default::default();
-        let mut group = |hops: &mut Vec<PortId>, groups: &mut Vec<u32>, c: Vec<PortId>| {
-            *seen.entry(c.clone()).or_insert_with(|| {
-                hops.extend_from_slice(&c);
-                groups.push(hops.len() as u32);
-                (groups.len() - 2) as u32
-            })
-        };
-        for sw in 0..s {
-            for (t, &t_level) in level.iter().enumerate() {
-                if sw == t {
-                    continue;
-                }
-                let direct: Vec<PortId> = out[sw]
-                    .iter()
-                    .filter(|&&(_, to)| to as usize == t)
-                    .map(|&(p, _)| p)
-                    .collect();
-                if !direct.is_empty() {
-                    g.adjacent[sw * s + t] = group(&mut g.hops, &mut g.groups, direct.clone());
-                }
-                if t_level != 0 {
-                    continue; // hosts attach to leaves only
-                }
-                let cands = if !direct.is_empty() {
-                    direct // down (or across) to the destination's switch
-                } else {
-                    // Up, to every higher switch linked to the destination's switch.
-                    out[sw]
-                        .iter()
-                        .filter(|&&(_, up)| {
-                            level[up as usize] > level[sw]
-                                && out[up as usize].iter().any(|&(_, to)| to as usize == t)
-                        })
-                        .map(|&(p, _)| p)
-                        .collect()
-                };
-                if cands.is_empty() {
-                    // Another plane (a rail fabric's planes do not meet), or a spine not
-                    // linked to that leaf: no route; `reachable` says so.
-                    continue;
-                }
-                g.table[sw * s + t] = group(&mut g.hops, &mut g.groups, cands);
-            }
-        }
-        Ok(g)
+            level,
+            rank,
+            leaves,
+            class,
+            classes,
+            up,
+            down,
+            neighbors,
+            leaf_links,
+            groups,
+            hops,
+        })
     }
 
     pub fn hosts(&self) -> u32 {
@@ -225,13 +277,33 @@ impl Graph {
         if t == sw {
             return std::slice::from_ref(&self.host_down[dst as usize]);
         }
-        self.group(self.table[(sw * self.switches + t) as usize])
+        let (s, t) = (sw as usize, t as usize);
+        match self.level[s] {
+            0 => {
+                if self.leaf_links {
+                    let direct = self.links_between(sw, t as u32);
+                    if !direct.is_empty() {
+                        return direct;
+                    }
+                }
+                let i = self.rank[s] as usize * self.classes as usize + self.class[t] as usize;
+                self.group(self.up[i])
+            }
+            1 => self.group(
+                self.down[self.rank[s] as usize * self.leaves as usize + self.rank[t] as usize],
+            ),
+            _ => &[],
+        }
     }
 
     /// The ports from switch `sw` to the adjacent switch `to`, in port order.
     #[inline]
     pub fn links_between(&self, sw: u32, to: u32) -> &[PortId] {
-        self.group(self.adjacent[(sw * self.switches + to) as usize])
+        let n = &self.neighbors[sw as usize];
+        match n.binary_search_by_key(&to, |&(t, _)| t) {
+            Ok(i) => self.group(n[i].1),
+            Err(_) => &[],
+        }
     }
 
     /// Whether a packet from host `src` reaches host `dst` (up/down, at most two
@@ -253,8 +325,8 @@ impl Graph {
         false
     }
 
-    /// Candidate entries stored (a measure of the tables' memory).
-    pub fn table_hops(&self) -> usize {
-        self.hops.len()
+    /// Candidate entries stored, and table entries (a measure of the tables' memory).
+    pub fn table_size(&self) -> (usize, usize) {
+        (self.hops.len(), self.up.len() + self.down.len())
     }
 }

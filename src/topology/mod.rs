@@ -384,10 +384,45 @@ mod tests {
             g.links_between(4, 2),
             &[t.spine_down(1, 2, 0), t.spine_down(1, 2, 1)]
         );
-        // Groups are shared: per leaf one group of its 4 uplinks serves every remote
-        // leaf; per spine and leaf one group of 2 links down (also the spine's adjacency
-        // to that leaf); per leaf and spine the 2 links up to it (adjacency).
-        assert_eq!(g.table_hops(), 3 * 4 + 2 * 3 * 2 + 3 * 2 * 2);
+        // Stored candidates: each switch's links per neighbour (3 leaves x 4 uplinks,
+        // 2 spines x 3 leaves x 2 links) and each leaf's way up to its one class of
+        // leaves (3 x 4); table entries: 3 leaves x 1 class up, 2 spines x 3 leaves down.
+        assert_eq!(g.table_size(), (12 + 12 + 12, 3 + 6));
+    }
+
+    #[test]
+    fn the_tables_grow_with_the_links_not_with_switches_squared() {
+        // 512 leaves of one host under 512 spines: 0.5 M ports. Switches squared would
+        // be a million entries per table; up/down needs one class of leaves.
+        let l = topo().host_link;
+        let t = Topology {
+            leaves: 512,
+            spines: 512,
+            hosts_per_leaf: 1,
+            links_per_spine: 1,
+            host_link: l,
+            fabric_link: l,
+        };
+        let g = t.graph();
+        let (hops, entries) = g.table_size();
+        assert_eq!(
+            entries,
+            512 + 512 * 512,
+            "up: one per leaf; down: spine x leaf"
+        );
+        assert!(
+            hops <= 3 * t.ports() as usize,
+            "{hops} candidates for {} ports",
+            t.ports()
+        );
+        assert_eq!(
+            g.next_hops(0, 511),
+            (0..512)
+                .map(|u| t.leaf_up(0, u))
+                .collect::<Vec<_>>()
+                .as_slice()
+        );
+        assert_eq!(g.next_hops(512 + 7, 300), &[t.spine_down(7, 300, 0)]);
     }
 
     /// A hand-wired fabric: two ports per cable, `a`-`b` then `b`-`a`.
