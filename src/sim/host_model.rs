@@ -897,17 +897,25 @@ impl Sim {
 
     /// `flow` is done (at `at`, now or later): flows waiting for it may start.
     pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
+        // What follows is scheduled by the endpoint the message landed at: its host's
+        // NIC, or a switch (in-network aggregation).
+        let rx = self.data_receiver(flow);
+        let hosts = self.graph.hosts();
+        let source = if rx < hosts {
+            self.src.nic(rx)
+        } else {
+            self.src.switch(rx - hosts)
+        };
         if let Some((run, xfer)) = self.flows[flow as usize].coll {
             let done = self.colls[run as usize].landed(xfer, at);
-            self.q
-                .schedule(done, Sources::WORKLOAD, Event::CollDone { run, xfer });
+            self.q.schedule(done, source, Event::CollDone { run, xfer });
             return;
         }
         let mut next = self.dep_head[flow as usize];
         while next != NONE {
             let start = at.max(self.flows[next as usize].def.start);
             self.q
-                .schedule(start, Sources::WORKLOAD, Event::FlowStart { flow: next });
+                .schedule(start, source, Event::FlowStart { flow: next });
             next = self.dep_next[next as usize];
         }
     }

@@ -266,18 +266,20 @@ pub struct RunOutput {
 /// The numbering of event sources for the engine's tie order ([`crate::engine::Source`]):
 /// the workload (flow starts, collectives, samples), then each egress port (its ends of
 /// serialization and wake-ups), each wire (its arrivals), each ingress (the PFC frames
-/// and credits it sends back), each NIC (its pacing, timers and host pipeline).
+/// and credits it sends back), each NIC (its pacing, timers and host pipeline), each
+/// switch (what a message landing at it starts, in in-network aggregation).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sources {
     ports: u32,
     hosts: u32,
+    switches: u32,
 }
 
 impl Sources {
     pub(super) const WORKLOAD: Source = 0;
 
     pub(super) fn count(self) -> usize {
-        1 + 3 * self.ports as usize + self.hosts as usize
+        1 + 3 * self.ports as usize + self.hosts as usize + self.switches as usize
     }
     #[inline]
     pub(super) fn port(self, port: PortId) -> Source {
@@ -294,6 +296,10 @@ impl Sources {
     #[inline]
     pub(super) fn nic(self, host: u32) -> Source {
         1 + 3 * self.ports + host
+    }
+    #[inline]
+    pub(super) fn switch(self, switch: u32) -> Source {
+        1 + 3 * self.ports + self.hosts + switch
     }
 }
 
@@ -443,6 +449,7 @@ impl Sim {
         let src = Sources {
             ports: topo.ports(),
             hosts: topo.hosts(),
+            switches: topo.switches(),
         };
         let mut q = EventQueue::new(src.count());
         if let Some(&first) = start_order.first() {
