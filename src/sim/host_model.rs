@@ -29,7 +29,6 @@
 //! interrupts but is not on the message's latency path.
 
 use super::transport::job_requester;
-use super::Sources;
 use super::{Sim, NO_QP};
 use crate::engine::{Event, FlowId};
 use crate::nic::config::PostingMode;
