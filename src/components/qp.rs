@@ -258,6 +258,15 @@ mod tests {
         QueuePair::new(SimTime::ZERO, 0, 1, 0, 7, 0, rc(), 16, cc, LINE)
     }
 
+    fn ack(kind: AckKind, psn: u32) -> AckInfo {
+        AckInfo {
+            kind,
+            psn,
+            credits: 0,
+            rnr_code: 0,
+        }
+    }
+
     fn dcqcn() -> Option<CcParams> {
         Some(CcParams::Dcqcn(Preset::Paper.params(LINE)))
     }
@@ -319,23 +328,11 @@ mod tests {
             .map(|t| t.psn)
             .collect();
         assert_eq!(sent, vec![0, 1, 2]);
-        let ack = AckInfo {
-            kind: AckKind::Ack,
-            psn: 1,
-            credits: 0,
-            rnr_code: 0,
-        };
-        q.handle_ack(SimTime(10), ack, 1000, 1026);
+        q.handle_ack(SimTime(10), ack(AckKind::Ack, 1), 1000, 1026);
         assert_eq!(q.req.in_flight_packets(), 1);
         assert_eq!(q.req.acked_packets(), 2);
         // A sequence NAK for PSN 2 rewinds to it: nothing more is acknowledged.
-        let nak = AckInfo {
-            kind: AckKind::NakSeq,
-            psn: 2,
-            credits: 0,
-            rnr_code: 0,
-        };
-        q.handle_ack(SimTime(20), nak, 1000, 1026);
+        q.handle_ack(SimTime(20), ack(AckKind::NakSeq, 2), 1000, 1026);
         assert_eq!(q.req.acked_packets(), 2);
         assert_eq!(q.req.in_flight_packets(), 0, "rewound, to be sent again");
         assert_eq!(
