@@ -60,7 +60,7 @@ pub enum Event {
     Sample,
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
     RecvPost { qp: u32, gen: u32 },
-    /// A message reaches the next stage of the host and NIC pipeline (`sim::host_model`).
+    /// A message reaches the next stage of the host and NIC pipeline (`components::host`).
     FlowStage { flow: FlowId, stage: u8 },
     /// A posting context (CPU thread, proxy or GPU thread) finished its current step.
     PosterDone { nic: u32, poster: u32 },

@@ -1,7 +1,7 @@
 //! The host and NIC pipeline in closed form: a message's unloaded latency stage by stage,
 //! and the message rate a burst of small messages cannot exceed.
 //!
-//! These follow the rules of `sim::host_model` with nothing else going on: every stage
+//! These follow the rules of `components::host` with nothing else going on: every stage
 //! takes its configured cost once (the `wire` stage is [`super::ideal_fct`]), and a burst
 //! is limited by its slowest resource: the posting contexts, the NIC's DMA read slots, its
 //! send engine, the link, or (when data is staged) the copy engine.

@@ -7,7 +7,7 @@
 //! host holds no data queue and its memory does not grow with message size.
 //!
 //! The host and NIC pipeline before the wire (doorbells, WQE fetch, DMA, completions) is
-//! `sim::host_model`; queue pairs are `transport::rc`; this scheduler is the seam between
+//! `components::host`; queue pairs are `transport::rc`; this scheduler is the seam between
 //! them and the port: `activate` a job, `pop_job` when the port is free.
 //!
 //! Leaves out: weighted or strict priorities between queue pairs, per-QP rate limiters

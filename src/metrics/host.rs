@@ -1,5 +1,5 @@
 //! The `host` section of `summary.json`: interrupts, CPU time, PCIe traffic and each
-//! message's latency broken into its pipeline stages (`sim::host_model`).
+//! message's latency broken into its pipeline stages (`components::host`).
 //!
 //! Rates and shares are over each host's active span: from its NICs' first activity (a
 //! post, or a message arriving) to their last completion handled, so that a host that

@@ -1,6 +1,6 @@
 //! The NIC and its host: doorbells, WQE fetch, PCIe DMA, completions and interrupts.
 //!
-//! Models, per message (the pipeline and its stages are in `sim::host_model`): who posts
+//! Models, per message (the pipeline and its stages are in `components::host`): who posts
 //! the work request (a CPU thread, a CPU proxy thread for the GPU, or a GPU thread, as in
 //! IBGDA), the doorbell's MMIO write, the NIC's DMA read of the WQE (skipped by
 //! BlueFlame) and of the payload, with a bounded number of reads in flight and a send

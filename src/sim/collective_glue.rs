@@ -3,7 +3,7 @@
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
 use super::Sources;
-use super::{FlowState, Sim};
+use super::{host_message, FlowState, Sim};
 use crate::analytic::ideal_fct_on_path;
 use crate::collective::Send;
 use crate::engine::{Event, FlowId};
@@ -69,7 +69,7 @@ impl Sim {
             f.coll = Some((run, s.xfer));
             self.flows.push(f);
             if let Some(h) = self.hostm.as_mut() {
-                h.add_flow();
+                h.add_message(host_message(&def));
             }
             self.start_flow(now, id as u32);
         }
@@ -138,7 +138,7 @@ impl Sim {
         f.coll = Some((run, s.xfer));
         self.flows.push(f);
         if let Some(h) = self.hostm.as_mut() {
-            h.add_flow();
+            h.add_message(host_message(&def));
         }
         match port {
             None => self.start_flow(now, id as FlowId),

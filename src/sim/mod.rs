@@ -9,12 +9,12 @@
 //!   credit return), `components::switch` (shared buffer, admission), `routing` (which
 //!   port), `components::nic` (the send scheduler);
 //! - `transport::rc` (queue pairs, sans-IO) and `cc` (congestion control);
-//! - `sim::host_model` (doorbells, WQE fetch, DMA, completions, interrupts) and
+//! - `components::host` (doorbells, WQE fetch, DMA, completions, interrupts) and
 //!   `collective` (NCCL-style collectives).
 //!
 //! This module holds the loop and the run's bookkeeping; `fabric.rs` moves packets
 //! between ports, wires and switches; `transport.rs` between packets and queue pairs;
-//! `host_model.rs` and `collective_glue.rs` between messages and the host pipeline or a
+//! `host_glue.rs` and `collective_glue.rs` between messages and the host pipeline or a
 //! collective's schedule.
 //!
 //! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver, one
@@ -46,14 +46,24 @@ use std::time::Instant;
 
 mod collective_glue;
 mod fabric;
-mod host_model;
+mod host_glue;
 mod transport;
-use host_model::HostModel;
-pub use host_model::{
+pub use crate::components::host::{
     HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
     CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,
 };
+use crate::components::host::{HostPipeline, HostWake, Message};
 use transport::Qp;
+
+/// A flow as the host pipeline sees it.
+fn host_message(def: &FlowDef) -> Message {
+    Message {
+        src: def.src,
+        dst: def.dst,
+        size: def.size,
+        workload: def.workload,
+    }
+}
 
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -344,7 +354,9 @@ pub struct Sim {
     header: u64,
     switch_latency: SimDuration,
     /// Host and NIC model (`host:`), if any.
-    hostm: Option<HostModel>,
+    hostm: Option<HostPipeline>,
+    /// Action buffers for the host pipeline's calls (a stack: calls may nest).
+    host_out: Vec<Vec<crate::components::host::HostAction>>,
     /// Flows waiting for a flow to be done: the first, and each one's next sibling.
     dep_head: Vec<FlowId>,
     dep_next: Vec<FlowId>,
@@ -466,10 +478,11 @@ impl Sim {
         if sc.timeseries.is_some() {
             q.schedule(SimTime::ZERO, Sources::WORKLOAD, Event::Sample);
         }
-        let hostm = sc
-            .host
-            .as_ref()
-            .map(|h| HostModel::new(h, topo.hosts(), flows.len(), &sc.posting));
+        let hostm = sc.host.as_ref().map(|h| {
+            let read = rc.as_ref().is_some_and(|r| r.operation == Op::Read);
+            let messages = flows.iter().map(|f| host_message(&f.def));
+            HostPipeline::new(h, topo.hosts(), sc.mtu, read, messages, &sc.posting)
+        });
         // Collectives: their ranks, and their first iteration at their start time.
         let mut colls = Vec::new();
         for (i, w) in sc.workload.iter().enumerate() {
@@ -504,6 +517,7 @@ impl Sim {
             ideal_cache,
             todo: Vec::new(),
             hostm,
+            host_out: Vec::new(),
             dep_head,
             dep_next,
             q,
@@ -615,14 +629,12 @@ impl Sim {
                 }
                 Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
                 Event::FlowStage { flow, stage } => {
-                    self.on_flow_stage(now, flow, stage);
-                    true
+                    self.on_host_wake(now, HostWake::Stage { flow, stage })
                 }
                 Event::PosterDone { nic, poster } => {
-                    self.on_poster_done(now, nic, poster);
-                    true
+                    self.on_host_wake(now, HostWake::PosterDone { nic, poster })
                 }
-                Event::Irq { nic } => self.on_irq_timer(now, nic),
+                Event::Irq { nic } => self.on_host_wake(now, HostWake::Irq { nic }),
                 Event::CollStart { run } => {
                     self.coll_step(now, run, None);
                     true
@@ -665,7 +677,7 @@ impl Sim {
             cc: self.cc_totals,
             samples: self.samples,
             wall_seconds: wall.elapsed().as_secs_f64(),
-            host: self.hostm.map(HostModel::into_output),
+            host: self.hostm.map(HostPipeline::into_output),
             collectives: self.colls.iter().map(|c| c.result()).collect(),
         }
     }

@@ -237,13 +237,10 @@ impl Sim {
                     self.nics[host as usize].activate(job);
                 }
                 let wire = self.pool.get(pkt).wire as u64;
-                if self.hostm.is_some() {
-                    let (flow, payload) = {
-                        let p = self.pool.get(pkt);
-                        (p.flow, p.payload as u64)
-                    };
-                    if payload > 0 {
-                        self.dma_read(now, host, flow, payload);
+                if let Some(h) = self.hostm.as_mut() {
+                    let p = self.pool.get(pkt);
+                    if p.payload > 0 {
+                        h.dma_read(now, host, p.flow, p.payload as u64);
                     }
                 }
                 if self.cc.is_some() && self.rc.is_some() && job & RAW_JOB == 0 {

@@ -1,6 +1,5 @@
-//! Glue between the host and NIC model (`nic`) and the event queue: a message's life
-//! from the moment its application wants to send it to the moment the receiver's
-//! application may use it.
+//! The host pipeline of a NIC and its server: a message's life from the moment its
+//! application wants to send it to the moment the receiver's application may use it.
 //!
 //! Stages, each a timestamp in [`MsgTimes`] so that they sum to the end-to-end latency
 //! exactly:
@@ -27,14 +26,19 @@
 //!
 //! The sender's own completion (after the ACK) goes through 7 and 8 too: it costs CPU and
 //! interrupts but is not on the message's latency path.
+//!
+//! Sans-IO: [`HostPipeline`] takes `(now, input)` and appends [`HostAction`]s (wake me at
+//! a time, this work request may be sent, this message is done); the event loop turns
+//! them into events in the order given. The costs and their sources are in
+//! `nic::config` (design reference, "Host and NIC"); the interrupt moderation is
+//! `nic::interrupts`.
+//!
+//! Leaves out: the receive side's WQE fetch (a receive queue is assumed stocked ahead),
+//! PCIe credit flow control and TLP-level arbitration, cache effects on the CPU costs.
 
-use super::transport::job_requester;
-use super::{Sim, NO_QP};
-use crate::engine::{Event, FlowId};
-use crate::nic::config::PostingMode;
-use crate::nic::config::{DataPath, HostConfig, ModerationConfig, Notify};
-use crate::nic::interrupts::{InterruptModerator, DIM_LEVELS};
-use crate::transport::rc::Op;
+use crate::engine::FlowId;
+use crate::nic::config::{DataPath, HostConfig, ModerationConfig, Notify, PostingMode};
+use crate::nic::interrupts::{InterruptModerator, Moderation, DIM_LEVELS};
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use std::collections::VecDeque;
 
@@ -63,7 +67,7 @@ pub const STAGES: [&str; 9] = [
     "copy_back",
 ];
 
-/// `FlowStage` event stages.
+/// What a message's wake-up ([`HostWake::Stage`]) resumes.
 pub const ST_TO_POSTER: u8 = 0;
 pub const ST_DOORBELL: u8 = 1;
 pub const ST_FETCHED: u8 = 2;
@@ -82,6 +86,18 @@ pub const CPU_POLLING: usize = 3;
 pub const CPU_PROXY: usize = 4;
 pub const CPU_CATEGORIES: [&str; 5] = ["posting", "interrupts", "copies", "polling", "proxy"];
 
+/// A message as the pipeline sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The requester's NIC (topology host port): it posts the work request.
+    pub src: u32,
+    /// The responder's NIC.
+    pub dst: u32,
+    pub size: u64,
+    /// The workload item it belongs to (its posting mode).
+    pub workload: u16,
+}
+
 /// A message's record.
 #[derive(Clone, Copy, Debug)]
 pub struct MsgTimes {
@@ -92,12 +108,41 @@ pub struct MsgTimes {
     batch_len: u32,
     /// Posting mode index and whether its data is staged.
     pub mode: PostingMode,
+    msg: Message,
 }
 
 impl MsgTimes {
     pub fn done(&self) -> bool {
         self.t[T_DONE] != u64::MAX
     }
+}
+
+/// A wake-up the pipeline asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostWake {
+    /// Message `flow` resumes at stage `stage` (`ST_*`).
+    Stage { flow: FlowId, stage: u8 },
+    /// Posting context `poster` of `nic` finished its current step (a WQE or a
+    /// doorbell).
+    PosterDone { nic: u32, poster: u32 },
+    /// `nic`'s interrupt moderation timer.
+    Irq { nic: u32 },
+}
+
+/// What the pipeline wants done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostAction {
+    /// Call back at `at` (a wake-up of NIC `nic`, the component that schedules it).
+    Wake {
+        at: SimTime,
+        nic: u32,
+        wake: HostWake,
+    },
+    /// The NIC holds `flow`'s work request and its first payload bytes: its queue pair
+    /// (or raw flow) may send.
+    Ready { flow: FlowId },
+    /// The receiving application may use `flow` from `at` (now or later).
+    Done { at: SimTime, flow: FlowId },
 }
 
 /// A posting context: a CPU thread, the proxy thread or a GPU thread.
@@ -145,7 +190,7 @@ struct NicState {
     read_wait: VecDeque<(FlowId, u8)>,
     proc_free: SimTime,
     /// The payload DMA may read the next packet's bytes from this time.
-    pub dma_next: SimTime,
+    dma_next: SimTime,
     /// Copy engine of the NIC's GPU.
     ce_free: SimTime,
     moderator: Option<InterruptModerator>,
@@ -156,8 +201,8 @@ struct NicState {
     stats: NicStats,
 }
 
-/// The host model's state for a run.
-pub struct HostModel {
+/// Every NIC's host pipeline for a run.
+pub struct HostPipeline {
     pub cfg: HostConfig,
     nics: Vec<NicState>,
     pub msgs: Vec<MsgTimes>,
@@ -166,9 +211,14 @@ pub struct HostModel {
     paths: Vec<[[Option<DataPath>; 2]; 4]>,
     /// Posting mode per workload item.
     modes: Vec<PostingMode>,
+    /// The operation is an RDMA READ: the responder's memory is read, the requester's
+    /// written, and the requester's NIC fetches no payload.
+    read: bool,
+    /// Payload bytes per packet: a payload's first read is one packet's worth.
+    mtu: u64,
 }
 
-/// What the host model leaves behind for metrics.
+/// What the pipeline leaves behind for metrics.
 #[derive(Debug)]
 pub struct HostOutput {
     pub cfg: HostConfig,
@@ -191,11 +241,15 @@ const MODES: [PostingMode; 4] = [
     PostingMode::Gpu,
 ];
 
-impl HostModel {
+impl HostPipeline {
+    /// `hosts` NICs (topology host ports); `messages` known at the start; `posting`: a
+    /// posting mode per workload item (`None`: the section's default).
     pub fn new(
         cfg: &HostConfig,
         hosts: u32,
-        flows: usize,
+        mtu: u64,
+        read: bool,
+        messages: impl IntoIterator<Item = Message>,
         posting: &[Option<PostingMode>],
     ) -> Self {
         let paths = (0..cfg.nics_per_host)
@@ -228,12 +282,12 @@ impl HostModel {
                 });
                 let moderator = match &cfg.notify {
                     Notify::Poll => None,
-                    Notify::Interrupt(ModerationConfig::Off) => Some(InterruptModerator::fixed(
-                        crate::nic::interrupts::Moderation {
+                    Notify::Interrupt(ModerationConfig::Off) => {
+                        Some(InterruptModerator::fixed(Moderation {
                             usecs: SimDuration::ZERO,
                             frames: 1,
-                        },
-                    )),
+                        }))
+                    }
                     Notify::Interrupt(ModerationConfig::Fixed(m)) => {
                         Some(InterruptModerator::fixed(*m))
                     }
@@ -256,21 +310,19 @@ impl HostModel {
                 }
             })
             .collect();
-        HostModel {
+        let mut p = HostPipeline {
             modes: posting.iter().map(|m| m.unwrap_or(cfg.posting)).collect(),
             cfg: cfg.clone(),
             nics,
-            msgs: vec![
-                MsgTimes {
-                    t: [u64::MAX; 10],
-                    next_in_batch: NONE,
-                    batch_len: 0,
-                    mode: cfg.posting,
-                };
-                flows
-            ],
+            msgs: Vec::new(),
             paths,
+            read,
+            mtu,
+        };
+        for m in messages {
+            p.add_message(m);
         }
+        p
     }
 
     fn path(&self, nic: u32, workload: u16, side: usize) -> DataPath {
@@ -289,13 +341,27 @@ impl HostModel {
         self.path(nic, workload, 1)
     }
 
-    /// A flow was added during the run (a collective's transfer).
-    pub fn add_flow(&mut self) {
+    /// The NIC whose CQ reports a message's data arriving: the receiver of its bytes.
+    fn data_receiver(&self, m: &Message) -> u32 {
+        if self.read {
+            m.src
+        } else {
+            m.dst
+        }
+    }
+
+    fn msg(&self, flow: FlowId) -> Message {
+        self.msgs[flow as usize].msg
+    }
+
+    /// A message added during the run (a collective's transfer); its id is the next.
+    pub fn add_message(&mut self, msg: Message) {
         self.msgs.push(MsgTimes {
             t: [u64::MAX; 10],
             next_in_batch: NONE,
             batch_len: 0,
             mode: self.cfg.posting,
+            msg,
         });
     }
 
@@ -308,7 +374,13 @@ impl HostModel {
         }
     }
 
+    /// The NIC has handed `flow` to its queue pair ([`HostAction::Ready`] was returned).
+    pub fn is_ready(&self, flow: FlowId) -> bool {
+        self.msgs[flow as usize].t[T_READY] != u64::MAX
+    }
+
     /// When `nic` may DMA the next payload bytes.
+    #[inline]
     pub fn dma_next(&self, nic: u32) -> SimTime {
         self.nics[nic as usize].dma_next
     }
@@ -329,53 +401,34 @@ impl HostModel {
             msgs: self.msgs,
         }
     }
-}
-
-impl Sim {
-    fn hm(&mut self) -> &mut HostModel {
-        self.hostm.as_mut().expect("host model")
-    }
-
-    /// The NIC whose CQ reports `flow`'s data arriving: the receiver of its bytes.
-    fn data_receiver(&self, flow: FlowId) -> u32 {
-        let d = &self.flows[flow as usize].def;
-        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
-        if read {
-            d.src
-        } else {
-            d.dst
-        }
-    }
 
     /// A message's application wants to send it: start its posting path.
-    pub(super) fn begin_post(&mut self, now: SimTime, flow: FlowId) {
-        let def = self.flows[flow as usize].def;
-        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
+    pub fn post(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let msg = self.msg(flow);
         // The GPU holding the data stages it: the requester's, or for a READ the
         // responder's.
-        let source = if read { def.dst } else { def.src };
-        let h = self.hostm.as_mut().expect("host model");
-        let path = h.tx(def.src, def.workload);
-        let staged = h.tx(source, def.workload).staged;
-        let cfg = &h.cfg;
+        let source = if self.read { msg.dst } else { msg.src };
+        let path = self.tx(msg.src, msg.workload);
+        let staged = self.tx(source, msg.workload).staged;
+        let cfg = &self.cfg;
         let (copy_launch, pcie, handoff) = (
             cfg.costs.copy_launch,
             cfg.pcie_bandwidth,
             cfg.costs.proxy_handoff,
         );
-        let m = &mut h.msgs[flow as usize];
+        let m = &mut self.msgs[flow as usize];
         m.mode = path.mode;
         m.t[T_START] = now.0;
-        h.nics[def.src as usize].stats.touch(now);
-        let nic = &mut h.nics[source as usize];
+        self.nics[msg.src as usize].stats.touch(now);
+        let nic = &mut self.nics[source as usize];
         let mut at = now;
         if staged {
             // GPU to host: launched by the CPU, carried by the GPU's copy engine.
             let start = now.max(nic.ce_free);
-            at = start + copy_launch + serialization_delay(def.size, pcie);
+            at = start + copy_launch + serialization_delay(msg.size, pcie);
             nic.ce_free = at;
             nic.stats.cpu_ps[CPU_COPIES] += copy_launch.0;
-            nic.stats.pcie_bytes += def.size;
+            nic.stats.pcie_bytes += msg.size;
             nic.stats.touch(at);
         }
         m.t[T_COPIED] = at.0;
@@ -383,25 +436,40 @@ impl Sim {
             at += handoff;
         }
         if at > now {
-            self.q.schedule(
+            out.push(HostAction::Wake {
                 at,
-                self.src.nic(source),
-                Event::FlowStage {
+                nic: source,
+                wake: HostWake::Stage {
                     flow,
                     stage: ST_TO_POSTER,
                 },
-            );
+            });
         } else {
-            self.enqueue_post(now, flow);
+            self.enqueue_post(now, flow, out);
+        }
+    }
+
+    /// A wake-up asked for by [`HostAction::Wake`] is due. Returns whether it did
+    /// anything (a moderation timer that was superseded did not).
+    pub fn handle_wake(&mut self, now: SimTime, wake: HostWake, out: &mut Vec<HostAction>) -> bool {
+        match wake {
+            HostWake::Stage { flow, stage } => {
+                self.on_stage(now, flow, stage, out);
+                true
+            }
+            HostWake::PosterDone { nic, poster } => {
+                self.on_poster_done(now, nic, poster, out);
+                true
+            }
+            HostWake::Irq { nic } => self.on_irq_timer(now, nic, out),
         }
     }
 
     /// The WQE joins the least-loaded posting context of its mode.
-    fn enqueue_post(&mut self, now: SimTime, flow: FlowId) {
-        let src = self.flows[flow as usize].def.src;
-        let h = self.hm();
-        let mi = mode_index(h.msgs[flow as usize].mode);
-        let posters = &mut h.nics[src as usize].posters[mi];
+    fn enqueue_post(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let src = self.msg(flow).src;
+        let mi = mode_index(self.msgs[flow as usize].mode);
+        let posters = &mut self.nics[src as usize].posters[mi];
         let (p, _) = posters
             .iter()
             .enumerate()
@@ -409,21 +477,20 @@ impl Sim {
             .expect("at least one posting context");
         posters[p].queue.push_back(flow);
         if !posters[p].busy {
-            self.poster_step(now, src, (mi << 16 | p) as u32);
+            self.poster_step(now, src, (mi << 16 | p) as u32, out);
         }
     }
 
     /// The posting context starts its next WQE.
-    fn poster_step(&mut self, now: SimTime, nic: u32, id: u32) {
+    fn poster_step(&mut self, now: SimTime, nic: u32, id: u32, out: &mut Vec<HostAction>) {
         let (mi, pi) = ((id >> 16) as usize, (id & 0xffff) as usize);
-        let h = self.hm();
         let mode = MODES[mi];
         let cost = if mode == PostingMode::Gpu {
-            h.cfg.costs.gpu_wqe_build
+            self.cfg.costs.gpu_wqe_build
         } else {
-            h.cfg.costs.wqe_build
+            self.cfg.costs.wqe_build
         };
-        let n = &mut h.nics[nic as usize];
+        let n = &mut self.nics[nic as usize];
         let p = &mut n.posters[mi][pi];
         if p.queue.is_empty() {
             p.busy = false;
@@ -434,27 +501,26 @@ impl Sim {
         if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
             n.stats.cpu_ps[CPU_POSTING] += cost.0;
         }
-        self.q.schedule(
-            now + cost,
-            self.src.nic(nic),
-            Event::PosterDone { nic, poster: id },
-        );
+        out.push(HostAction::Wake {
+            at: now + cost,
+            nic,
+            wake: HostWake::PosterDone { nic, poster: id },
+        });
     }
 
-    pub(super) fn on_poster_done(&mut self, now: SimTime, nic: u32, id: u32) {
+    fn on_poster_done(&mut self, now: SimTime, nic: u32, id: u32, out: &mut Vec<HostAction>) {
         let (mi, pi) = ((id >> 16) as usize, (id & 0xffff) as usize);
-        let h = self.hostm.as_mut().expect("host model");
         let mode = MODES[mi];
         let (batch_max, mmio, latency) = (
-            h.cfg.doorbell_batch,
+            self.cfg.doorbell_batch,
             if mode == PostingMode::Gpu {
-                h.cfg.costs.gpu_doorbell
+                self.cfg.costs.gpu_doorbell
             } else {
-                h.cfg.costs.doorbell_mmio
+                self.cfg.costs.doorbell_mmio
             },
-            SimDuration(h.cfg.pcie_round_trip.0 / 2),
+            SimDuration(self.cfg.pcie_round_trip.0 / 2),
         );
-        let n = &mut h.nics[nic as usize];
+        let n = &mut self.nics[nic as usize];
         let p = &mut n.posters[mi][pi];
         if p.ringing {
             // The doorbell write has left the CPU (or GPU): it reaches the NIC half a
@@ -468,24 +534,23 @@ impl Sim {
             n.stats.pcie_bytes += 8;
             n.stats.touch(now);
             let mut f = head;
-            let mut extra = SimDuration::ZERO;
             while f != NONE {
-                let m = &mut h.msgs[f as usize];
+                let m = &mut self.msgs[f as usize];
                 m.t[T_RUNG] = now.0;
                 f = m.next_in_batch;
             }
-            h.msgs[head as usize].batch_len = len;
-            let def = self.flows[head as usize].def;
-            extra += h.tx(def.src, def.workload).control_extra;
-            self.q.schedule(
-                now + latency + extra,
-                self.src.nic(nic),
-                Event::FlowStage {
+            self.msgs[head as usize].batch_len = len;
+            let head_msg = self.msg(head);
+            let extra = self.tx(head_msg.src, head_msg.workload).control_extra;
+            out.push(HostAction::Wake {
+                at: now + latency + extra,
+                nic,
+                wake: HostWake::Stage {
                     flow: head,
                     stage: ST_DOORBELL,
                 },
-            );
-            self.poster_step(now, nic, id);
+            });
+            self.poster_step(now, nic, id, out);
             return;
         }
         // A WQE is written: it joins the batch.
@@ -493,284 +558,242 @@ impl Sim {
         if p.batch_tail == NONE {
             p.batch_head = flow;
         } else {
-            h.msgs[p.batch_tail as usize].next_in_batch = flow;
+            self.msgs[p.batch_tail as usize].next_in_batch = flow;
         }
         p.batch_tail = flow;
         p.batch_len += 1;
-        h.msgs[flow as usize].next_in_batch = NONE;
+        self.msgs[flow as usize].next_in_batch = NONE;
         if p.batch_len >= batch_max || p.queue.is_empty() {
             p.ringing = true;
             if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
                 n.stats.cpu_ps[CPU_POSTING] += mmio.0;
             }
-            self.q.schedule(
-                now + mmio,
-                self.src.nic(nic),
-                Event::PosterDone { nic, poster: id },
-            );
+            out.push(HostAction::Wake {
+                at: now + mmio,
+                nic,
+                wake: HostWake::PosterDone { nic, poster: id },
+            });
         } else {
-            self.poster_step(now, nic, id);
+            self.poster_step(now, nic, id, out);
         }
     }
 
-    pub(super) fn on_flow_stage(&mut self, now: SimTime, flow: FlowId, stage: u8) {
+    fn on_stage(&mut self, now: SimTime, flow: FlowId, stage: u8, out: &mut Vec<HostAction>) {
         match stage {
-            ST_TO_POSTER => self.enqueue_post(now, flow),
-            ST_DOORBELL => self.on_doorbell(now, flow),
+            ST_TO_POSTER => self.enqueue_post(now, flow, out),
+            ST_DOORBELL => self.on_doorbell(now, flow, out),
             ST_FETCHED => {
-                self.read_done(now, flow);
+                self.read_done(now, flow, out);
                 let mut f = flow;
                 while f != NONE {
-                    self.hm().msgs[f as usize].t[T_FETCHED] = now.0;
-                    self.process(now, f);
-                    f = self.hm().msgs[f as usize].next_in_batch;
+                    self.msgs[f as usize].t[T_FETCHED] = now.0;
+                    self.process(now, f, out);
+                    f = self.msgs[f as usize].next_in_batch;
                 }
             }
             ST_PROCESSED => {
-                let def = self.flows[flow as usize].def;
-                let inline = def.size <= self.hm().cfg.inline_max;
-                let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
-                if inline || read {
-                    self.wr_ready(now, flow);
+                let inline = self.msg(flow).size <= self.cfg.inline_max;
+                if inline || self.read {
+                    self.wr_ready(now, flow, out);
                 } else {
-                    self.request_read(now, flow, ST_PAYLOAD);
+                    self.request_read(now, flow, ST_PAYLOAD, out);
                 }
             }
             ST_PAYLOAD => {
-                self.read_done(now, flow);
-                self.wr_ready(now, flow);
+                self.read_done(now, flow, out);
+                self.wr_ready(now, flow, out);
             }
-            ST_RECV_CQE => self.on_cqe(now, flow, true),
-            ST_SEND_CQE => self.on_cqe(now, flow, false),
+            ST_RECV_CQE => self.on_cqe(now, flow, true, out),
+            ST_SEND_CQE => self.on_cqe(now, flow, false, out),
             _ => unreachable!("unknown flow stage {stage}"),
         }
     }
 
     /// The doorbell (and with BlueFlame, the WQE) reaches the NIC.
-    fn on_doorbell(&mut self, now: SimTime, head: FlowId) {
-        let h = self.hm();
-        let blueflame = h.cfg.blueflame;
-        let len = h.msgs[head as usize].batch_len;
+    fn on_doorbell(&mut self, now: SimTime, head: FlowId, out: &mut Vec<HostAction>) {
+        let len = self.msgs[head as usize].batch_len;
         let mut f = head;
         while f != NONE {
-            let m = &mut h.msgs[f as usize];
+            let m = &mut self.msgs[f as usize];
             m.t[T_DOORBELL] = now.0;
             f = m.next_in_batch;
         }
-        if blueflame && len == 1 {
-            let def = self.flows[head as usize].def;
-            let h = self.hm();
+        if self.cfg.blueflame && len == 1 {
+            let msg = self.msg(head);
             // The WQE (with any inline payload) rode on the doorbell write.
-            let inline = if def.size <= h.cfg.inline_max {
-                def.size
+            let inline = if msg.size <= self.cfg.inline_max {
+                msg.size
             } else {
                 0
             };
-            let bytes = h.cfg.wqe_bytes + inline;
-            h.nics[def.src as usize].stats.pcie_bytes += bytes;
-            self.hm().msgs[head as usize].t[T_FETCHED] = now.0;
-            self.process(now, head);
+            let bytes = self.cfg.wqe_bytes + inline;
+            self.nics[msg.src as usize].stats.pcie_bytes += bytes;
+            self.msgs[head as usize].t[T_FETCHED] = now.0;
+            self.process(now, head, out);
         } else {
-            self.request_read(now, head, ST_FETCHED);
+            self.request_read(now, head, ST_FETCHED, out);
         }
     }
 
     /// The NIC's send engine takes one WQE at a time.
-    fn process(&mut self, now: SimTime, flow: FlowId) {
-        let src = self.flows[flow as usize].def.src;
-        let h = self.hm();
-        let cost = h.cfg.wqe_processing;
-        let n = &mut h.nics[src as usize];
+    fn process(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let src = self.msg(flow).src;
+        let cost = self.cfg.wqe_processing;
+        let n = &mut self.nics[src as usize];
         let done = now.max(n.proc_free) + cost;
         n.proc_free = done;
         if done > now {
-            self.q.schedule(
-                done,
-                self.src.nic(src),
-                Event::FlowStage {
+            out.push(HostAction::Wake {
+                at: done,
+                nic: src,
+                wake: HostWake::Stage {
                     flow,
                     stage: ST_PROCESSED,
                 },
-            );
+            });
         } else {
-            self.on_flow_stage(now, flow, ST_PROCESSED);
+            self.on_stage(now, flow, ST_PROCESSED, out);
         }
     }
 
     /// A DMA read (a WQE fetch for a batch, or a payload's first read) asks for a slot.
-    fn request_read(&mut self, now: SimTime, flow: FlowId, kind: u8) {
-        let src = self.flows[flow as usize].def.src;
-        let h = self.hm();
-        let max = h.cfg.max_outstanding_reads;
-        let n = &mut h.nics[src as usize];
+    fn request_read(&mut self, now: SimTime, flow: FlowId, kind: u8, out: &mut Vec<HostAction>) {
+        let src = self.msg(flow).src;
+        let max = self.cfg.max_outstanding_reads;
+        let n = &mut self.nics[src as usize];
         if n.reads_out < max {
             n.reads_out += 1;
-            self.start_read(now, flow, kind);
+            self.start_read(now, flow, kind, out);
         } else {
             n.read_wait.push_back((flow, kind));
         }
     }
 
-    fn start_read(&mut self, now: SimTime, flow: FlowId, kind: u8) {
-        let def = self.flows[flow as usize].def;
-        let mtu = self.mtu;
-        let h = self.hostm.as_mut().expect("host model");
-        let path = h.tx(def.src, def.workload);
-        let cfg = &h.cfg;
+    fn start_read(&mut self, now: SimTime, flow: FlowId, kind: u8, out: &mut Vec<HostAction>) {
+        let msg = self.msg(flow);
+        let path = self.tx(msg.src, msg.workload);
+        let cfg = &self.cfg;
         let (bytes, extra, bw) = if kind == ST_FETCHED {
             // Every WQE of the batch, with any inline payload.
             let mut bytes = 0;
             let mut f = flow;
             while f != NONE {
-                let size = self.flows[f as usize].def.size;
+                let m = &self.msgs[f as usize];
+                let size = m.msg.size;
                 bytes += cfg.wqe_bytes + if size <= cfg.inline_max { size } else { 0 };
-                f = h.msgs[f as usize].next_in_batch;
+                f = m.next_in_batch;
             }
-            h.nics[def.src as usize].stats.wqe_fetches += 1;
+            let stats = &mut self.nics[msg.src as usize].stats;
+            stats.wqe_fetches += 1;
+            stats.pcie_bytes += bytes;
             (bytes, path.control_extra, cfg.pcie_bandwidth)
         } else {
-            h.nics[def.src as usize].stats.pcie_bytes += def.size;
-            (def.size.min(mtu), path.payload_extra, path.dma_bandwidth)
+            self.nics[msg.src as usize].stats.pcie_bytes += msg.size;
+            (
+                msg.size.min(self.mtu),
+                path.payload_extra,
+                path.dma_bandwidth,
+            )
         };
-        if kind == ST_FETCHED {
-            h.nics[def.src as usize].stats.pcie_bytes += bytes;
-        }
         let at =
             now + cfg.pcie_round_trip + SimDuration(2 * extra.0) + serialization_delay(bytes, bw);
-        let source = self.src.nic(def.src);
-        self.q
-            .schedule(at, source, Event::FlowStage { flow, stage: kind });
+        out.push(HostAction::Wake {
+            at,
+            nic: msg.src,
+            wake: HostWake::Stage { flow, stage: kind },
+        });
     }
 
     /// A read finished: its slot goes to the next waiting read.
-    fn read_done(&mut self, now: SimTime, flow: FlowId) {
-        let src = self.flows[flow as usize].def.src;
-        let n = &mut self.hm().nics[src as usize];
+    fn read_done(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let src = self.msg(flow).src;
+        let n = &mut self.nics[src as usize];
         if let Some((f, kind)) = n.read_wait.pop_front() {
-            self.start_read(now, f, kind);
+            self.start_read(now, f, kind, out);
         } else {
             n.reads_out -= 1;
         }
     }
 
-    /// The NIC has the WQE and the first payload bytes: the queue pair (or raw flow) may
-    /// send.
-    fn wr_ready(&mut self, now: SimTime, flow: FlowId) {
-        self.hm().msgs[flow as usize].t[T_READY] = now.0;
-        let src = self.flows[flow as usize].def.src;
-        self.hm().nics[src as usize].stats.touch(now);
-        if self.rc.is_none() || self.flows[flow as usize].raw {
-            let job = if self.rc.is_none() {
-                flow
-            } else {
-                super::RAW_JOB | flow
-            };
-            self.nics[src as usize].activate(job);
-            self.kick(now, src);
-            return;
-        }
-        let slot = self.flows[flow as usize].qp;
-        debug_assert!(slot != NO_QP);
-        let op = self.rc.as_ref().map_or(Op::Write, |r| r.operation);
-        // The requester takes work requests in posting order: this one, and any later
-        // ones that were ready first, once everything before them is.
-        let h = self.hostm.as_ref().expect("host model");
-        let qp = &mut self.qps[slot as usize];
-        while let Some(&next) = qp.pipeline.front() {
-            if h.msgs[next as usize].t[T_READY] == u64::MAX {
-                break;
-            }
-            qp.pipeline.pop_front();
-            qp.req
-                .post(next as u64, op, self.flows[next as usize].def.size);
-        }
-        if !qp.req_listed && qp.req.has_work() {
-            qp.req_listed = true;
-            self.nics[src as usize].activate(job_requester(slot));
-        }
-        self.after_requester_input(now, slot);
+    /// The NIC has the WQE and the first payload bytes.
+    fn wr_ready(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        self.msgs[flow as usize].t[T_READY] = now.0;
+        let src = self.msg(flow).src;
+        self.nics[src as usize].stats.touch(now);
+        out.push(HostAction::Ready { flow });
     }
 
-    /// The payload DMA read `payload` bytes of `flow` for a packet: the next may be read
-    /// one transfer time later (PCIe read bandwidth caps the NIC's send rate).
-    pub(super) fn dma_read(&mut self, now: SimTime, nic: u32, flow: FlowId, payload: u64) {
-        let def = self.flows[flow as usize].def;
-        let h = self.hm();
-        if def.size <= h.cfg.inline_max {
+    /// The payload DMA read `payload` bytes of `flow` on `nic` for a packet: the next may
+    /// be read one transfer time later (PCIe read bandwidth caps the NIC's send rate).
+    #[inline]
+    pub fn dma_read(&mut self, now: SimTime, nic: u32, flow: FlowId, payload: u64) {
+        let msg = self.msg(flow);
+        if msg.size <= self.cfg.inline_max {
             return; // the payload came with the WQE
         }
-        let bw = h.tx(nic, def.workload).dma_bandwidth;
-        let n = &mut h.nics[nic as usize];
+        let bw = self.tx(nic, msg.workload).dma_bandwidth;
+        let n = &mut self.nics[nic as usize];
         n.dma_next = n.dma_next.max(now) + serialization_delay(payload, bw);
     }
 
-    /// The last byte of `flow` reached its receiver's NIC.
-    pub(super) fn on_delivered(&mut self, now: SimTime, flow: FlowId) {
-        if self.hostm.is_none() {
-            self.message_done(now, flow);
+    /// The last byte of `flow` reached its receiver's NIC (only the first report counts).
+    pub fn delivered(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let msg = self.msg(flow);
+        let rx = self.data_receiver(&msg);
+        if self.msgs[flow as usize].t[T_DELIVERED] != u64::MAX {
             return;
         }
-        let rx = self.data_receiver(flow);
-        let def = self.flows[flow as usize].def;
-        let h = self.hm();
-        if h.msgs[flow as usize].t[T_DELIVERED] != u64::MAX {
-            return;
-        }
-        h.msgs[flow as usize].t[T_DELIVERED] = now.0;
-        let at = now + h.cqe_latency(rx, def.workload, true);
-        let n = &mut h.nics[rx as usize];
-        n.stats.pcie_bytes += def.size;
+        self.msgs[flow as usize].t[T_DELIVERED] = now.0;
+        let at = now + self.cqe_latency(rx, msg.workload, true);
+        let n = &mut self.nics[rx as usize];
+        n.stats.pcie_bytes += msg.size;
         n.stats.touch(now);
-        self.q.schedule(
+        out.push(HostAction::Wake {
             at,
-            self.src.nic(rx),
-            Event::FlowStage {
+            nic: rx,
+            wake: HostWake::Stage {
                 flow,
                 stage: ST_RECV_CQE,
             },
-        );
+        });
     }
 
     /// The requester's WRITE or SEND completed (its ACK arrived).
-    pub(super) fn on_send_completed(&mut self, now: SimTime, flow: FlowId) {
-        let def = self.flows[flow as usize].def;
-        let Some(h) = self.hostm.as_mut() else {
-            return;
-        };
-        let at = now + h.cqe_latency(def.src, def.workload, false);
-        self.q.schedule(
+    pub fn send_completed(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
+        let msg = self.msg(flow);
+        let at = now + self.cqe_latency(msg.src, msg.workload, false);
+        out.push(HostAction::Wake {
             at,
-            self.src.nic(def.src),
-            Event::FlowStage {
+            nic: msg.src,
+            wake: HostWake::Stage {
                 flow,
                 stage: ST_SEND_CQE,
             },
-        );
+        });
     }
 
     /// A CQE was written to `nic`'s completion queue.
-    fn on_cqe(&mut self, now: SimTime, flow: FlowId, recv: bool) {
+    fn on_cqe(&mut self, now: SimTime, flow: FlowId, recv: bool, out: &mut Vec<HostAction>) {
+        let msg = self.msg(flow);
         let nic = if recv {
-            self.data_receiver(flow)
+            self.data_receiver(&msg)
         } else {
-            self.flows[flow as usize].def.src
+            msg.src
         };
-        let workload = self.flows[flow as usize].def.workload;
-        let h = self.hm();
-        let c = h.cfg.costs;
-        let cqe_bytes = h.cfg.cqe_bytes;
+        let c = self.cfg.costs;
+        let cqe_bytes = self.cfg.cqe_bytes;
         // The consumer of this CQ works in its own NIC's mode (a `stage` fallback on one
         // side does not change the other).
         let mode = if recv {
-            h.rx(nic, workload).mode
+            self.rx(nic, msg.workload).mode
         } else {
-            h.tx(nic, workload).mode
+            self.tx(nic, msg.workload).mode
         };
-        let interrupts = matches!(h.cfg.notify, Notify::Interrupt(_));
+        let interrupts = matches!(self.cfg.notify, Notify::Interrupt(_));
         if recv {
-            h.msgs[flow as usize].t[T_CQE] = now.0;
+            self.msgs[flow as usize].t[T_CQE] = now.0;
         }
-        let n = &mut h.nics[nic as usize];
+        let n = &mut self.nics[nic as usize];
         n.stats.completions += 1;
         n.stats.pcie_bytes += cqe_bytes;
         let notified = match mode {
@@ -791,32 +814,36 @@ impl Sim {
                     .as_mut()
                     .expect("interrupt mode has a moderator");
                 if let Some(irq) = m.on_completion(now) {
-                    self.fire_irq(now, nic, irq.completions);
+                    self.fire_irq(now, nic, irq.completions, out);
                 } else {
-                    self.sync_irq_timer(nic);
+                    self.sync_irq_timer(nic, out);
                 }
                 return;
             }
         };
         n.stats.touch(now);
         n.stats.touch(notified);
-        self.notified(notified, flow, recv);
+        self.notified(notified, flow, recv, out);
     }
 
-    fn sync_irq_timer(&mut self, nic: u32) {
-        let n = &mut self.hm().nics[nic as usize];
+    fn sync_irq_timer(&mut self, nic: u32, out: &mut Vec<HostAction>) {
+        let n = &mut self.nics[nic as usize];
         let Some(t) = n.moderator.as_ref().and_then(|m| m.next_timeout()) else {
             return;
         };
         if n.irq_at.map_or(true, |s| t < s) {
             n.irq_at = Some(t);
-            self.q.schedule(t, self.src.nic(nic), Event::Irq { nic });
+            out.push(HostAction::Wake {
+                at: t,
+                nic,
+                wake: HostWake::Irq { nic },
+            });
         }
     }
 
     /// Returns whether the moderation timer was due.
-    pub(super) fn on_irq_timer(&mut self, now: SimTime, nic: u32) -> bool {
-        let n = &mut self.hm().nics[nic as usize];
+    fn on_irq_timer(&mut self, now: SimTime, nic: u32, out: &mut Vec<HostAction>) -> bool {
+        let n = &mut self.nics[nic as usize];
         if n.irq_at != Some(now) {
             return false;
         }
@@ -827,11 +854,11 @@ impl Sim {
             .expect("interrupt mode has a moderator");
         match m.handle_timeout(now) {
             Some(irq) => {
-                self.fire_irq(now, nic, irq.completions);
+                self.fire_irq(now, nic, irq.completions, out);
                 true
             }
             None => {
-                self.sync_irq_timer(nic);
+                self.sync_irq_timer(nic, out);
                 false
             }
         }
@@ -842,10 +869,9 @@ impl Sim {
     /// its handler still runs the CQ is not re-armed, so completions the moderator
     /// releases meanwhile are picked up by the running handler (`cqe_poll` each) instead
     /// of raising another interrupt (NAPI-style).
-    fn fire_irq(&mut self, now: SimTime, nic: u32, completions: u32) {
-        let h = self.hm();
-        let c = h.cfg.costs;
-        let n = &mut h.nics[nic as usize];
+    fn fire_irq(&mut self, now: SimTime, nic: u32, completions: u32, out: &mut Vec<HostAction>) {
+        let c = self.cfg.costs;
+        let n = &mut self.nics[nic as usize];
         let mut at = if now >= n.irq_busy_until {
             n.stats.interrupts += 1;
             n.stats.cpu_ps[CPU_INTERRUPTS] += c.hard_irq.0 + c.softirq.0;
@@ -857,70 +883,42 @@ impl Sim {
         n.irq_busy_until = at + SimDuration(completions as u64 * c.cqe_poll.0);
         let busy = n.irq_busy_until;
         n.stats.touch(busy);
-        self.sync_irq_timer(nic);
+        self.sync_irq_timer(nic, out);
         for _ in 0..completions {
-            let (flow, recv) = self.hm().nics[nic as usize]
+            let (flow, recv) = self.nics[nic as usize]
                 .irq_pending
                 .pop_front()
                 .expect("an interrupt reports pending completions");
             at += c.cqe_poll;
-            self.notified(at, flow, recv);
+            self.notified(at, flow, recv, out);
         }
     }
 
     /// The consumer knows of the completion at `at`; a received message may still need
     /// its copy back into GPU memory.
-    fn notified(&mut self, at: SimTime, flow: FlowId, recv: bool) {
+    fn notified(&mut self, at: SimTime, flow: FlowId, recv: bool, out: &mut Vec<HostAction>) {
         if !recv {
             return;
         }
-        let rx = self.data_receiver(flow);
-        let def = self.flows[flow as usize].def;
-        let h = self.hm();
-        let staged = h.rx(rx, def.workload).staged;
-        let (copy_launch, pcie) = (h.cfg.costs.copy_launch, h.cfg.pcie_bandwidth);
-        h.msgs[flow as usize].t[T_NOTIFIED] = at.0;
+        let msg = self.msg(flow);
+        let rx = self.data_receiver(&msg);
+        let staged = self.rx(rx, msg.workload).staged;
+        let (copy_launch, pcie) = (self.cfg.costs.copy_launch, self.cfg.pcie_bandwidth);
+        self.msgs[flow as usize].t[T_NOTIFIED] = at.0;
         let mut done = at;
         if staged {
-            let n = &mut h.nics[rx as usize];
+            let n = &mut self.nics[rx as usize];
             let start = at.max(n.ce_free);
-            done = start + copy_launch + serialization_delay(def.size, pcie);
+            done = start + copy_launch + serialization_delay(msg.size, pcie);
             n.ce_free = done;
             n.stats.cpu_ps[CPU_COPIES] += copy_launch.0;
-            n.stats.pcie_bytes += def.size;
+            n.stats.pcie_bytes += msg.size;
         }
-        h.nics[rx as usize].stats.touch(done);
-        h.msgs[flow as usize].t[T_DONE] = done.0;
-        self.message_done(done, flow);
+        self.nics[rx as usize].stats.touch(done);
+        self.msgs[flow as usize].t[T_DONE] = done.0;
+        out.push(HostAction::Done { at: done, flow });
     }
 
-    /// `flow` is done (at `at`, now or later): flows waiting for it may start.
-    pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
-        // What follows is scheduled by the endpoint the message landed at: its host's
-        // NIC, or a switch (in-network aggregation).
-        let rx = self.data_receiver(flow);
-        let hosts = self.graph.hosts();
-        let source = if rx < hosts {
-            self.src.nic(rx)
-        } else {
-            self.src.switch(rx - hosts)
-        };
-        if let Some((run, xfer)) = self.flows[flow as usize].coll {
-            let done = self.colls[run as usize].landed(xfer, at);
-            self.q.schedule(done, source, Event::CollDone { run, xfer });
-            return;
-        }
-        let mut next = self.dep_head[flow as usize];
-        while next != NONE {
-            let start = at.max(self.flows[next as usize].def.start);
-            self.q
-                .schedule(start, source, Event::FlowStart { flow: next });
-            next = self.dep_next[next as usize];
-        }
-    }
-}
-
-impl HostModel {
     /// From a message landing (or its ACK arriving) to its CQE being visible: half a PCIe
     /// round trip, plus the CPU interconnect when the CQ is in GPU memory across sockets
     /// or, for a received message, when its data (which the CQE follows in order) crosses
@@ -939,3 +937,7 @@ impl HostModel {
         SimDuration(self.cfg.pcie_round_trip.0 / 2) + extra
     }
 }
+
+#[cfg(test)]
+#[path = "host_tests.rs"]
+mod tests;
