@@ -104,6 +104,10 @@ pub struct SizeBucket {
     pub slowdown: Option<Percentiles>,
 }
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TopologySummary {
     pub hosts: u32,
@@ -111,6 +115,9 @@ pub struct TopologySummary {
     pub spines: u32,
     pub hosts_per_leaf: u32,
     pub links_per_spine: u32,
+    /// Disjoint planes (written only when more than one).
+    #[serde(skip_serializing_if = "is_one")]
+    pub planes: u32,
     pub host_link_gbps: f64,
     pub fabric_link_gbps: f64,
     /// Host-facing over spine-facing bandwidth per leaf; null without spines.
@@ -482,6 +489,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             spines: topo.spines,
             hosts_per_leaf: topo.hosts_per_leaf,
             links_per_spine: topo.links_per_spine,
+            planes: topo.planes,
             host_link_gbps: topo.host_link.rate.gbps_f64(),
             fabric_link_gbps: topo.fabric_link.rate.gbps_f64(),
             oversubscription: topo.oversubscription().map(r4),

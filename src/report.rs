@@ -223,6 +223,15 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         t.spines,
         t.links_per_spine
     );
+    if t.planes > 1 {
+        let _ = writeln!(
+            s,
+            "planes   {} disjoint planes of {} leaves and {} spines (traffic stays in its plane)",
+            t.planes,
+            t.leaves_per_plane(),
+            t.spines_per_plane()
+        );
+    }
     let _ = writeln!(
         s,
         "links    host {} / {} one-way, fabric {} / {} one-way",

@@ -303,12 +303,13 @@ pub struct CompareSpec {
     pub rc: RcSpec,
 }
 
-/// What a compare set may change in the topology: the spine layer.
+/// What a compare set may change in the topology: the spine layer and its planes.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopologyOverride {
     pub spines: Option<u32>,
     pub links_per_spine: Option<u32>,
+    pub planes: Option<u32>,
     pub fabric_link: Option<LinkSpec>,
 }
 
@@ -401,6 +402,10 @@ pub struct TopologySpec {
     /// Parallel links between each leaf and each spine; default 1.
     #[serde(default = "one")]
     pub links_per_spine: u32,
+    /// Disjoint planes (multi-plane fabrics: each NIC rail on its own leaves and spines);
+    /// `leaves` and `spines` are split evenly among them. Default 1.
+    #[serde(default = "one")]
+    pub planes: u32,
 }
 
 fn one() -> u32 {

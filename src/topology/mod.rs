@@ -3,7 +3,14 @@
 //!
 //! Models: `leaves` leaf switches with `hosts_per_leaf` hosts each, and `spines` spine
 //! switches joined to every leaf by `links_per_spine` parallel links. A one-leaf fabric
-//! (no spines) is valid, so one hop can be compared with two. Every link is two
+//! (no spines) is valid, so one hop can be compared with two. With `planes` P > 1 the
+//! fabric is P disjoint copies side by side: a multi-plane fabric, where each NIC rail
+//! (or each plane of a planarised NIC) gets switches of its own (NVIDIA Spectrum-X
+//! Multiplane, "independent network planes", Network Operator docs v26.4; the dual-plane
+//! compute fabric of NVIDIA's HGX B300 Enterprise Reference Architecture). Plane p holds leaves `p*L/P..(p+1)*L/P` (and
+//! their hosts) and spines `p*S/P..(p+1)*S/P`, and a leaf links only to its plane's
+//! spines. Nothing leads from one plane to another: validation refuses traffic that
+//! would have to. Every link is two
 //! unidirectional ports; ports live in one arena with a fixed arithmetic layout, so a
 //! route is computed from the packet's destination and flow hash, never stored:
 //!
@@ -11,10 +18,12 @@
 //! |---|---|---|
 //! | `[0, H)` | host h -> its leaf | `host_to_leaf` |
 //! | `[H, 2H)` | leaf -> host h | `leaf_to_host` |
-//! | `[2H, 2H + L*U)` | leaf l uplink u -> spine u / K | `leaf_to_spine` |
-//! | `[2H + L*U, 2H + 2L*U)` | spine s parallel link k -> leaf l | `spine_to_leaf` |
+//! | `[2H, 2H + L*U)` | leaf l uplink u -> spine (plane of l) * S/P + u / K | `leaf_to_spine` |
+//! | `[2H + L*U, 2H + 2L*U)` | spine s parallel link k -> leaf l of its plane | `spine_to_leaf` |
 //!
-//! with H hosts, L leaves, S spines, K links per spine pair and U = S*K uplinks per leaf.
+//! with H hosts, L leaves, S spines, P planes, K links per spine pair and U = S/P*K
+//! uplinks per leaf; a spine's ports down are ordered by (spine, leaf within the plane,
+//! link).
 //!
 //! Routing (design reference, "Switches and links"): `ecmp` hashes the flow (seeded) to
 //! one uplink; `static` is destination-based d-mod-k as OpenSM's ftree programs it;
@@ -94,6 +103,8 @@ pub struct Topology {
     pub spines: u32,
     pub hosts_per_leaf: u32,
     pub links_per_spine: u32,
+    /// Disjoint planes, each `leaves / planes` leaves and `spines / planes` spines.
+    pub planes: u32,
     pub host_link: LinkParams,
     pub fabric_link: LinkParams,
 }
@@ -105,9 +116,27 @@ impl Topology {
     pub fn switches(&self) -> u32 {
         self.leaves + self.spines
     }
-    /// Uplinks per leaf (spines x parallel links).
+    /// Uplinks per leaf (its plane's spines x parallel links).
     pub fn uplinks_per_leaf(&self) -> u32 {
-        self.spines * self.links_per_spine
+        self.spines_per_plane() * self.links_per_spine
+    }
+    pub fn leaves_per_plane(&self) -> u32 {
+        self.leaves / self.planes
+    }
+    pub fn spines_per_plane(&self) -> u32 {
+        self.spines / self.planes
+    }
+    /// The plane a host is in.
+    pub fn plane_of(&self, host: u32) -> u32 {
+        self.leaf_of(host) / self.leaves_per_plane()
+    }
+    /// The plane of switch `switch` (leaves `0..L`, spines `L..L+S`).
+    pub fn plane_of_switch(&self, switch: u32) -> u32 {
+        if self.is_leaf(switch) {
+            switch / self.leaves_per_plane()
+        } else {
+            (switch - self.leaves) / self.spines_per_plane()
+        }
     }
     pub fn ports(&self) -> u32 {
         2 * self.hosts() + 2 * self.leaves * self.uplinks_per_leaf()
@@ -138,12 +167,34 @@ impl Topology {
     pub fn leaf_up(&self, leaf: u32, uplink: u32) -> u32 {
         2 * self.hosts() + leaf * self.uplinks_per_leaf() + uplink
     }
-    /// Spine `s`'s parallel link `k` down to `leaf`.
+    /// Spine `s`'s parallel link `k` down to `leaf` (a leaf of its plane).
     pub fn spine_down(&self, spine: u32, leaf: u32, k: u32) -> u32 {
+        debug_assert_eq!(
+            spine / self.spines_per_plane(),
+            leaf / self.leaves_per_plane()
+        );
         2 * self.hosts()
             + self.leaves * self.uplinks_per_leaf()
-            + (spine * self.leaves + leaf) * self.links_per_spine
+            + (spine * self.leaves_per_plane() + leaf % self.leaves_per_plane())
+                * self.links_per_spine
             + k
+    }
+
+    /// Spine and parallel link of uplink `u` of `leaf`.
+    fn uplink_ends(&self, leaf: u32, u: u32) -> (u32, u32) {
+        let plane = leaf / self.leaves_per_plane();
+        (
+            plane * self.spines_per_plane() + u / self.links_per_spine,
+            u % self.links_per_spine,
+        )
+    }
+
+    /// Spine, leaf and parallel link of the `i`-th spine port down.
+    fn downlink_ends(&self, i: u32) -> (u32, u32, u32) {
+        let (k, lp) = (self.links_per_spine, self.leaves_per_plane());
+        let spine = i / (lp * k);
+        let plane = spine / self.spines_per_plane();
+        (spine, plane * lp + (i / k) % lp, i % k)
     }
 
     /// Tier, link parameters, the switch whose buffer holds the port's queue (`None` for a
@@ -169,7 +220,7 @@ impl Topology {
         } else if port < 2 * h + lu {
             let i = port - 2 * h;
             let leaf = i / self.uplinks_per_leaf();
-            let spine = (i % self.uplinks_per_leaf()) / self.links_per_spine;
+            let (spine, _) = self.uplink_ends(leaf, i % self.uplinks_per_leaf());
             (
                 Tier::LeafToSpine,
                 self.fabric_link,
@@ -177,10 +228,7 @@ impl Topology {
                 Node::Switch(self.leaves + spine),
             )
         } else {
-            let i = port - 2 * h - lu;
-            let k = self.links_per_spine;
-            let spine = i / (self.leaves * k);
-            let leaf = (i / k) % self.leaves;
+            let (spine, leaf, _) = self.downlink_ends(port - 2 * h - lu);
             (
                 Tier::SpineToLeaf,
                 self.fabric_link,
@@ -202,22 +250,11 @@ impl Topology {
         } else if port < 2 * h + lu {
             let i = port - 2 * h;
             let leaf = i / self.uplinks_per_leaf();
-            let u = i % self.uplinks_per_leaf();
-            format!(
-                "leaf{}->spine{}#{}",
-                leaf,
-                u / self.links_per_spine,
-                u % self.links_per_spine
-            )
+            let (spine, k) = self.uplink_ends(leaf, i % self.uplinks_per_leaf());
+            format!("leaf{leaf}->spine{spine}#{k}")
         } else {
-            let i = port - 2 * h - lu;
-            let k = self.links_per_spine;
-            format!(
-                "spine{}->leaf{}#{}",
-                i / (self.leaves * k),
-                (i / k) % self.leaves,
-                i % k
-            )
+            let (spine, leaf, k) = self.downlink_ends(port - 2 * h - lu);
+            format!("spine{spine}->leaf{leaf}#{k}")
         }
     }
 
@@ -232,14 +269,12 @@ impl Topology {
         } else if port < 2 * h + lu {
             let i = port - 2 * h;
             let leaf = i / self.uplinks_per_leaf();
-            let u = i % self.uplinks_per_leaf();
-            self.spine_down(u / self.links_per_spine, leaf, u % self.links_per_spine)
+            let (spine, k) = self.uplink_ends(leaf, i % self.uplinks_per_leaf());
+            self.spine_down(spine, leaf, k)
         } else {
-            let i = port - 2 * h - lu;
-            let k = self.links_per_spine;
-            let spine = i / (self.leaves * k);
-            let leaf = (i / k) % self.leaves;
-            self.leaf_up(leaf, spine * k + i % k)
+            let (spine, leaf, k) = self.downlink_ends(port - 2 * h - lu);
+            let local = spine % self.spines_per_plane();
+            self.leaf_up(leaf, local * self.links_per_spine + k)
         }
     }
 
@@ -301,6 +336,7 @@ mod tests {
             spines: 2,
             hosts_per_leaf: 4,
             links_per_spine: 2,
+            planes: 1,
             host_link: l,
             fabric_link: l,
         }
@@ -400,6 +436,7 @@ mod tests {
             spines: 512,
             hosts_per_leaf: 1,
             links_per_spine: 1,
+            planes: 1,
             host_link: l,
             fabric_link: l,
         };
@@ -518,6 +555,59 @@ mod tests {
         assert_eq!(
             Graph::new(1, 1, p).unwrap_err(),
             graph::GraphError::Reverse { port: 0 }
+        );
+    }
+
+    #[test]
+    fn planes_are_disjoint_copies_with_their_own_spines() {
+        // 4 leaves x 2 hosts, 4 spines x 2 links, 2 planes: leaves 0-1 with spines 0-1
+        // (switches 4, 5), leaves 2-3 with spines 2-3 (switches 6, 7).
+        let t = Topology {
+            leaves: 4,
+            spines: 4,
+            planes: 2,
+            hosts_per_leaf: 2,
+            ..topo()
+        };
+        assert_eq!(t.uplinks_per_leaf(), 4, "2 spines of its plane x 2 links");
+        assert_eq!(t.ports(), 2 * 8 + 2 * 4 * 4);
+        let mut names = std::collections::HashSet::new();
+        for p in 0..t.ports() {
+            assert!(names.insert(t.port_name(p)), "{}", t.port_name(p));
+            assert_eq!(t.reverse_port(t.reverse_port(p)), p);
+            // Both ends of every cable are in one plane.
+            let (_, _, sw, to) = t.port_info(p);
+            let end = |n: Node| match n {
+                Node::Host(h) => t.plane_of(h),
+                Node::Switch(s) => t.plane_of_switch(s),
+            };
+            let from = sw.map_or_else(|| t.plane_of(p), |s| t.plane_of_switch(s));
+            assert_eq!(from, end(to), "{}", t.port_name(p));
+        }
+        assert_eq!(t.port_name(t.leaf_up(2, 3)), "leaf2->spine3#1");
+        assert_eq!(t.port_name(t.spine_down(3, 2, 1)), "spine3->leaf2#1");
+        assert_eq!(t.reverse_port(t.leaf_up(2, 3)), t.spine_down(3, 2, 1));
+        let g = t.graph();
+        // Hosts 0-3 are plane 0, hosts 4-7 plane 1.
+        assert_eq!(
+            g.next_hops(2, 6),
+            (0..4)
+                .map(|u| t.leaf_up(2, u))
+                .collect::<Vec<_>>()
+                .as_slice(),
+            "leaf 2 reaches host 6 over its own plane's spines"
+        );
+        assert_eq!(
+            g.next_hops(6, 6),
+            &[t.spine_down(2, 3, 0), t.spine_down(2, 3, 1)]
+        );
+        assert!(g.reachable(0, 3) && g.reachable(4, 7));
+        assert!(!g.reachable(0, 4) && !g.reachable(7, 1));
+        assert!(g.next_hops(0, 4).is_empty());
+        assert_eq!(
+            t.oversubscription(),
+            Some(0.5),
+            "2 x 100G down, 4 x 100G up"
         );
     }
 

@@ -18,6 +18,7 @@ mod faults;
 mod host;
 mod lossless;
 mod plan;
+mod planes;
 mod plot;
 mod rc;
 mod reference;

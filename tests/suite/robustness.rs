@@ -797,7 +797,7 @@ fn unknown_keys_are_rejected() {
             "topology"
         ),
         "m.yaml:3:3: topology: unknown field `bogus`, expected one of `leaves`, `spines`, \
-         `hosts_per_leaf`, `host_link`, `fabric_link`, `links_per_spine`"
+         `hosts_per_leaf`, `host_link`, `fabric_link`, `links_per_spine`, `planes`"
     );
 }
 

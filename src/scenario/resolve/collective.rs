@@ -151,7 +151,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
 /// What a collective must fit.
 pub struct CollectiveEnv<'a> {
     pub host: Option<&'a HostConfig>,
-    pub hosts: u32,
+    pub topology: &'a Topology,
     pub seed: u64,
     pub item: usize,
     pub lossless: bool,
@@ -196,7 +196,10 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
             format!("expected 1 KiB to 1 GiB, found {} B", c.chunk),
         ));
     }
-    let ranks = crate::collective::place_on(c, env.host, env.hosts, env.seed, env.item)?;
+    let ranks = crate::collective::place_on(c, env.host, env.topology.hosts(), env.seed, env.item)?;
+    if env.topology.planes > 1 {
+        check_planes(c, &ranks, env)?;
+    }
     // Pieces the run tracks per iteration: each rank holds about size / chunk of them.
     let biggest = c.sizes.iter().copied().max().unwrap_or(0);
     let pieces = ranks.len() as f64
@@ -212,6 +215,79 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
                 c.chunk
             ),
         ));
+    }
+    Ok(())
+}
+
+/// On a multi-plane fabric, every transfer between servers must stay in a plane. A
+/// transfer leaves by the sender's NIC on the receiver's rail with PXN (the rule of
+/// `sim::collective_glue`), else by the sender's own NIC: with PXN each rail must lie in
+/// one plane on every server the ranks use (rail wiring with whole rails per plane does
+/// that); without it, all ranks in one plane. In-network aggregation trees are refused
+/// (their spine may be in another plane).
+fn check_planes(
+    c: &Collective,
+    ranks: &[crate::collective::RankLoc],
+    env: &CollectiveEnv,
+) -> Result<(), (String, String)> {
+    let t = env.topology;
+    let planes = t.planes;
+    if c.algorithm == schema::CollectiveAlgorithm::InNetwork {
+        return Err((
+            "algorithm".into(),
+            format!("`in_network` aggregation over {planes} disjoint planes is not modelled (an aggregation tree's spine may be in another plane); use `ring`, `tree` or `hierarchical`"),
+        ));
+    }
+    let servers: Vec<u32> = {
+        let mut v: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    if servers.len() < 2 {
+        return Ok(());
+    }
+    match env.host {
+        Some(h) if c.pxn => {
+            let rails: Vec<u32> = {
+                let mut v: Vec<u32> = ranks.iter().map(|r| h.nic_of_gpu(r.gpu)).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            for &rail in &rails {
+                let plane = t.plane_of(h.port_of(servers[0], rail));
+                for &s in &servers[1..] {
+                    let port = h.port_of(s, rail);
+                    if t.plane_of(port) != plane {
+                        return Err((
+                            "ranks".into(),
+                            format!(
+                                "NIC {rail} of server {} (host {}) is in plane {plane} but NIC {rail} of server {s} (host {port}) in plane {}: with {planes} disjoint planes each rail must lie in one plane; use `host.wiring: rail` with `host.nics_per_host` a multiple of `topology.planes` and {} hosts per plane",
+                                servers[0],
+                                h.port_of(servers[0], rail),
+                                t.plane_of(port),
+                                h.servers
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {
+            let plane = t.plane_of(ranks[0].port);
+            if let Some(r) = ranks.iter().find(|r| t.plane_of(r.port) != plane) {
+                return Err((
+                    "ranks".into(),
+                    format!(
+                        "ranks on host {} (plane {plane}) and host {} (plane {}) talk through their own NICs, but the fabric's {planes} planes do not reach each other; place the ranks in one plane, or use rails (`host` with `wiring: rail`) and `pxn: true`",
+                        ranks[0].port,
+                        r.port,
+                        t.plane_of(r.port)
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -254,7 +330,7 @@ pub fn check_all(
                 c,
                 &CollectiveEnv {
                     host: env.host,
-                    hosts: env.topology.hosts(),
+                    topology: env.topology,
                     seed: env.seed,
                     item: i,
                     lossless: env.flow_control.lossless(),

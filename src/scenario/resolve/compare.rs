@@ -88,6 +88,9 @@ fn set_document(
         if let Some(k) = t.links_per_spine {
             doc.topology.links_per_spine = k;
         }
+        if let Some(p) = t.planes {
+            doc.topology.planes = p;
+        }
         if let Some(l) = t.fabric_link {
             doc.topology.fabric_link = Some(l);
         }

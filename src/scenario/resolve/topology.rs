@@ -1,4 +1,5 @@
-//! `topology:`: the two-tier Clos fabric's size and links.
+//! `topology:`: the two-tier Clos fabric's size, planes and links, and the rule that
+//! traffic stays inside a plane.
 
 use super::{check_latency, err, VResult};
 use crate::scenario::schema::TopologySpec;
@@ -57,6 +58,25 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
             ),
         );
     }
+    if t.planes == 0 || t.planes > 64 {
+        return err(
+            "topology.planes",
+            format!("expected 1 to 64 planes, found {}", t.planes),
+        );
+    }
+    if t.planes > 1 {
+        for (field, n) in [("leaves", t.leaves), ("spines", t.spines)] {
+            if n % t.planes != 0 {
+                return err(
+                    format!("topology.{field}"),
+                    format!(
+                        "{n} {field} do not split evenly into {} planes: expected a multiple of {}",
+                        t.planes, t.planes
+                    ),
+                );
+            }
+        }
+    }
     let ports = 2 * t.leaves as u64 * t.hosts_per_leaf as u64
         + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
     if ports > MAX_PORTS {
@@ -99,7 +119,32 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
         spines: t.spines,
         hosts_per_leaf: t.hosts_per_leaf,
         links_per_spine: t.links_per_spine,
+        planes: t.planes,
         host_link,
         fabric_link,
     })
+}
+
+/// Hosts `a` and `b` are in one plane (always, with one plane); else an error under
+/// `path` saying which planes they are in and which hosts a plane holds.
+pub fn same_plane(topology: &Topology, path: impl Into<String>, a: u32, b: u32) -> VResult<()> {
+    let (pa, pb) = (topology.plane_of(a), topology.plane_of(b));
+    if pa == pb {
+        return Ok(());
+    }
+    err(
+        path,
+        format!(
+            "host {a} is in plane {pa} and host {b} in plane {pb}: the fabric's {} planes \
+             do not reach each other (topology.planes); {}",
+            topology.planes,
+            plane_hosts(topology)
+        ),
+    )
+}
+
+/// "plane p holds hosts x to y" for the first plane and the pattern.
+pub fn plane_hosts(topology: &Topology) -> String {
+    let per = topology.leaves_per_plane() * topology.hosts_per_leaf;
+    format!("plane p holds hosts p x {per} to p x {per} + {}", per - 1)
 }

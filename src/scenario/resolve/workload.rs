@@ -2,6 +2,7 @@
 //! and ping-pongs checked against the fabric's hosts and the run's limits (collective
 //! items are in [`super::collective`]), and each item's posting mode.
 
+use super::topology::{plane_hosts, same_plane};
 use super::{check_size, check_time, err, VResult, MAX_FLOWS, MAX_TIME};
 use crate::nic::config::PostingMode;
 use crate::packet::Encapsulation;
@@ -42,6 +43,23 @@ pub fn resolve(
             Ok(())
         }
     };
+    // Items that spread over every host cannot run on disjoint planes.
+    let all_planes = |path: String, what: &str| -> VResult<()> {
+        if topology.planes == 1 {
+            return Ok(());
+        }
+        err(
+            path,
+            format!(
+                "{what} spreads over every host, but the fabric's {} planes do not reach each \
+                 other (topology.planes); use `flows`, `stream`, `ping_pong` or `poisson` \
+                 (with src_hosts and dst_hosts) inside one plane ({}), or a collective on \
+                 rails",
+                topology.planes,
+                plane_hosts(topology)
+            ),
+        )
+    };
     let mut workload = Vec::with_capacity(items.len());
     let mut workload_posting: Vec<(String, Option<PostingMode>)> = Vec::new();
     for (i, w) in items.iter().enumerate() {
@@ -77,6 +95,7 @@ pub fn resolve(
                             ),
                         );
                     }
+                    same_plane(topology, fp("dst"), fl.src, fl.dst)?;
                     check_size(fp("size"), fl.size.0 .0, mtu)?;
                     check_time(fp("start"), start(fl.start))?;
                     flows.push(crate::workload::ExplicitFlow {
@@ -89,6 +108,7 @@ pub fn resolve(
                 Workload::Flows(flows)
             }
             WorkloadSpec::Permutation(s) => {
+                all_planes(format!("workload[{i}].permutation"), "a permutation")?;
                 check_size(p("permutation", "size"), s.size.0 .0, mtu)?;
                 check_time(p("permutation", "start"), start(s.start))?;
                 Workload::Permutation {
@@ -98,6 +118,7 @@ pub fn resolve(
             }
             WorkloadSpec::Incast(s) => {
                 host_check(p("incast", "receiver"), s.receiver)?;
+                all_planes(format!("workload[{i}].incast"), "an incast")?;
                 if s.senders == 0 || s.senders > hosts - 1 {
                     return err(
                         p("incast", "senders"),
@@ -118,6 +139,7 @@ pub fn resolve(
                 }
             }
             WorkloadSpec::AllToAll(s) => {
+                all_planes(format!("workload[{i}].all_to_all"), "an all-to-all")?;
                 check_size(p("all_to_all", "size"), s.size.0 .0, mtu)?;
                 check_time(p("all_to_all", "start"), start(s.start))?;
                 let n = hosts as f64 * (hosts as f64 - 1.0);
@@ -144,6 +166,7 @@ pub fn resolve(
                         ),
                     );
                 }
+                same_plane(topology, p("stream", "dst"), s.src, s.dst)?;
                 if s.count == 0 || s.count as f64 > MAX_FLOWS {
                     return err(
                         p("stream", "count"),
@@ -178,6 +201,7 @@ pub fn resolve(
                         format!("a ping-pong needs two different hosts, found {a} twice"),
                     );
                 }
+                same_plane(topology, format!("workload[{i}].ping_pong.hosts[1]"), a, b)?;
                 if s.iterations == 0 || 2.0 * s.iterations as f64 > MAX_FLOWS {
                     return err(
                         p("ping_pong", "iterations"),
@@ -225,6 +249,7 @@ pub fn resolve(
                     );
                 }
                 let all: Vec<u32> = (0..hosts).collect();
+                let given_lists = [s.src_hosts.is_some(), s.dst_hosts.is_some()];
                 let mut lists = [Vec::new(), Vec::new()];
                 for (li, (name, given)) in
                     [("src_hosts", &s.src_hosts), ("dst_hosts", &s.dst_hosts)]
@@ -241,6 +266,18 @@ pub fn resolve(
                     lists[li] = list;
                 }
                 let [src_hosts, dst_hosts] = lists;
+                // Any sender may pick any receiver: all of them in one plane.
+                let first = src_hosts[0];
+                for (name, list) in [("src_hosts", &src_hosts), ("dst_hosts", &dst_hosts)] {
+                    for (j, &h) in list.iter().enumerate() {
+                        let at = if given_lists[usize::from(name == "dst_hosts")] {
+                            format!("workload[{i}].poisson.{name}[{j}]")
+                        } else {
+                            p("poisson", name)
+                        };
+                        same_plane(topology, at, first, h)?;
+                    }
+                }
                 if dst_hosts.len() == 1 && src_hosts == dst_hosts {
                     return err(
                         p("poisson", "dst_hosts"),
