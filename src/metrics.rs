@@ -113,7 +113,11 @@ pub struct TopologySummary {
     pub hosts: u32,
     pub leaves: u32,
     pub spines: u32,
+    /// Hosts under each leaf; with uneven leaves, the most under any leaf.
     pub hosts_per_leaf: u32,
+    /// Hosts under each leaf, one count per leaf (written only when they differ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaf_hosts: Option<Vec<u32>>,
     pub links_per_spine: u32,
     /// Disjoint planes (written only when more than one).
     #[serde(skip_serializing_if = "is_one")]
@@ -488,6 +492,8 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             leaves: topo.leaves,
             spines: topo.spines,
             hosts_per_leaf: topo.hosts_per_leaf,
+            leaf_hosts: (!topo.first_host.is_empty())
+                .then(|| (0..topo.leaves).map(|l| topo.hosts_on(l)).collect()),
             links_per_spine: topo.links_per_spine,
             planes: topo.planes,
             host_link_gbps: topo.host_link.rate.gbps_f64(),

@@ -214,11 +214,21 @@ fn pct_line(name: &str, unit: &str, p: &Option<Percentiles>) -> String {
 pub fn describe_fabric(sc: &Scenario) -> String {
     let t = &sc.topology;
     let mut s = String::new();
+    let per_leaf = if t.first_host.is_empty() {
+        t.hosts_per_leaf.to_string()
+    } else {
+        let counts: Vec<String> = (0..t.leaves).map(|l| t.hosts_on(l).to_string()).collect();
+        if counts.len() <= 8 {
+            format!("({})", counts.join(", "))
+        } else {
+            format!("(up to {})", t.hosts_per_leaf)
+        }
+    };
     let _ = writeln!(
         s,
         "fabric   {} leaves x {} hosts = {} hosts, {} spines x {} link(s) per leaf",
         t.leaves,
-        t.hosts_per_leaf,
+        per_leaf,
         t.hosts(),
         t.spines,
         t.links_per_spine
@@ -283,11 +293,11 @@ pub fn describe_fabric(sc: &Scenario) -> String {
     // BDP per path: base RTT (a full packet out, an ACK back) x the bottleneck rate.
     let ack = sc.encapsulation.overhead_bytes() + crate::packet::AETH_BYTES;
     let mut paths = Vec::new();
-    if t.hosts_per_leaf > 1 {
+    if t.hosts_on(0) > 1 {
         paths.push(("1 hop (same leaf)", 0u32, 1u32));
     }
-    if t.leaves > 1 {
-        paths.push(("2 hops (via spine)", 0, t.hosts_per_leaf));
+    if t.leaves_per_plane() > 1 {
+        paths.push(("2 hops (via spine)", 0, t.first_host_of(1)));
     }
     for (label, a, b) in paths {
         let links = t.path_links(a, b);

@@ -392,8 +392,9 @@ pub struct TopologySpec {
     pub leaves: u32,
     /// Spine switches; may be 0 only with a single leaf (a one-hop fabric).
     pub spines: u32,
-    /// Hosts under each leaf, at least 1 (2 in all).
-    pub hosts_per_leaf: u32,
+    /// Hosts under each leaf, at least 1 (2 in all): one count for every leaf, or a
+    /// list with one count per leaf (uneven leaves).
+    pub hosts_per_leaf: HostsPerLeaf,
     /// Host <-> leaf links.
     pub host_link: LinkSpec,
     /// Leaf <-> spine links; default: the same as `host_link`.
@@ -410,6 +411,48 @@ pub struct TopologySpec {
 
 fn one() -> u32 {
     1
+}
+
+/// `topology.hosts_per_leaf`: `8`, or `[8, 8, 4]` (one count per leaf).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostsPerLeaf {
+    Every(u32),
+    Each(Vec<u32>),
+}
+
+impl<'de> Deserialize<'de> for HostsPerLeaf {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "a host count (`8`) or one count per leaf (`[8, 8, 4]`)";
+        impl<'de> Visitor<'de> for V {
+            type Value = HostsPerLeaf;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<HostsPerLeaf, E> {
+                u32::try_from(v)
+                    .map(HostsPerLeaf::Every)
+                    .map_err(|_| E::custom(format!("{v} hosts per leaf is too many")))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<HostsPerLeaf, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("expected {EXPECTED}, found {v}"))),
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<HostsPerLeaf, A::Error> {
+                let mut v = Vec::new();
+                while let Some(n) = a.next_element::<u64>()? {
+                    let n = u32::try_from(n).map_err(|_| {
+                        de::Error::custom(format!("{n} hosts under a leaf is too many"))
+                    })?;
+                    v.push(n);
+                }
+                Ok(HostsPerLeaf::Each(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One link: a rate and a one-way propagation latency.

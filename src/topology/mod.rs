@@ -3,7 +3,8 @@
 //!
 //! Models: `leaves` leaf switches with `hosts_per_leaf` hosts each, and `spines` spine
 //! switches joined to every leaf by `links_per_spine` parallel links. A one-leaf fabric
-//! (no spines) is valid, so one hop can be compared with two. With `planes` P > 1 the
+//! (no spines) is valid, so one hop can be compared with two. Leaves may hold different
+//! numbers of hosts (`hosts_per_leaf` as a list: a last rack half full). With `planes` P > 1 the
 //! fabric is P disjoint copies side by side: a multi-plane fabric, where each NIC rail
 //! (or each plane of a planarised NIC) gets switches of its own (NVIDIA Spectrum-X
 //! Multiplane, "independent network planes", Network Operator docs v26.4; the dual-plane
@@ -101,7 +102,11 @@ pub struct LinkParams {
 pub struct Topology {
     pub leaves: u32,
     pub spines: u32,
+    /// Hosts under each leaf; with uneven leaves, the most under any leaf.
     pub hosts_per_leaf: u32,
+    /// Uneven leaves: leaf l's hosts are `first_host[l]..first_host[l + 1]` (L + 1
+    /// offsets); empty when every leaf has `hosts_per_leaf`.
+    pub first_host: Vec<u32>,
     pub links_per_spine: u32,
     /// Disjoint planes, each `leaves / planes` leaves and `spines / planes` spines.
     pub planes: u32,
@@ -111,7 +116,26 @@ pub struct Topology {
 
 impl Topology {
     pub fn hosts(&self) -> u32 {
-        self.leaves * self.hosts_per_leaf
+        match self.first_host.last() {
+            Some(&n) => n,
+            None => self.leaves * self.hosts_per_leaf,
+        }
+    }
+    /// Hosts under `leaf`.
+    pub fn hosts_on(&self, leaf: u32) -> u32 {
+        if self.first_host.is_empty() {
+            self.hosts_per_leaf
+        } else {
+            self.first_host[leaf as usize + 1] - self.first_host[leaf as usize]
+        }
+    }
+    /// The first host under `leaf` (`hosts()` for `leaf == leaves`).
+    pub fn first_host_of(&self, leaf: u32) -> u32 {
+        if self.first_host.is_empty() {
+            leaf * self.hosts_per_leaf
+        } else {
+            self.first_host[leaf as usize]
+        }
     }
     pub fn switches(&self) -> u32 {
         self.leaves + self.spines
@@ -142,13 +166,18 @@ impl Topology {
         2 * self.hosts() + 2 * self.leaves * self.uplinks_per_leaf()
     }
     pub fn leaf_of(&self, host: u32) -> u32 {
-        host / self.hosts_per_leaf
+        if self.first_host.is_empty() {
+            host / self.hosts_per_leaf
+        } else {
+            self.first_host.partition_point(|&f| f <= host) as u32 - 1
+        }
     }
     pub fn is_leaf(&self, switch: u32) -> bool {
         switch < self.leaves
     }
 
-    /// Host-facing over spine-facing bandwidth per leaf; `None` on a fabric without spines.
+    /// Host-facing over spine-facing bandwidth per leaf (the most loaded leaf's, with
+    /// uneven leaves); `None` on a fabric without spines.
     pub fn oversubscription(&self) -> Option<f64> {
         let up = self.uplinks_per_leaf() as f64 * self.fabric_link.rate.0 as f64;
         if up == 0.0 {
@@ -337,6 +366,7 @@ mod tests {
             hosts_per_leaf: 4,
             links_per_spine: 2,
             planes: 1,
+            first_host: Vec::new(),
             host_link: l,
             fabric_link: l,
         }
@@ -437,6 +467,7 @@ mod tests {
             hosts_per_leaf: 1,
             links_per_spine: 1,
             planes: 1,
+            first_host: Vec::new(),
             host_link: l,
             fabric_link: l,
         };

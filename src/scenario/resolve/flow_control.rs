@@ -9,10 +9,10 @@ use crate::topology::Topology;
 use crate::units::SimDuration;
 
 /// Ingress ports of the busiest switch (a leaf: its hosts and its uplinks; a spine: one
-/// link per leaf and parallel link).
+/// link per leaf of its plane and parallel link).
 fn max_ingress_ports(topo: &Topology) -> u64 {
     let leaf = topo.hosts_per_leaf as u64 + topo.uplinks_per_leaf() as u64;
-    let spine = topo.leaves as u64 * topo.links_per_spine as u64;
+    let spine = topo.leaves_per_plane() as u64 * topo.links_per_spine as u64;
     leaf.max(spine)
 }
 

@@ -2,7 +2,7 @@
 //! traffic stays inside a plane.
 
 use super::{check_latency, err, VResult};
-use crate::scenario::schema::TopologySpec;
+use crate::scenario::schema::{HostsPerLeaf, TopologySpec};
 use crate::topology::{LinkParams, Topology, MIN_LINK_LATENCY};
 
 /// Largest fabric, in ports (unidirectional links), a scenario may describe.
@@ -16,7 +16,42 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
     if t.leaves == 0 {
         return err("topology.leaves", "expected at least 1 leaf, found 0");
     }
-    if t.hosts_per_leaf == 0 {
+    // Hosts per leaf: one count, or one per leaf (equal counts are the even case).
+    let (hosts_per_leaf, first_host) = match &t.hosts_per_leaf {
+        HostsPerLeaf::Every(n) => (*n, Vec::new()),
+        HostsPerLeaf::Each(list) => {
+            if list.len() != t.leaves as usize {
+                return err(
+                    "topology.hosts_per_leaf",
+                    format!(
+                        "expected one host count per leaf ({} leaves), found {} counts",
+                        t.leaves,
+                        list.len()
+                    ),
+                );
+            }
+            let mut first = Vec::with_capacity(list.len() + 1);
+            let mut total = 0u64;
+            first.push(0);
+            for (i, &n) in list.iter().enumerate() {
+                if n == 0 || n > MAX_SWITCHES {
+                    return err(
+                        format!("topology.hosts_per_leaf[{i}]"),
+                        format!("expected 1 to {MAX_SWITCHES} hosts under a leaf, found {n}"),
+                    );
+                }
+                total += n as u64;
+                first.push(total.min(u32::MAX as u64) as u32);
+            }
+            let most = list.iter().copied().max().unwrap_or(0);
+            if list.iter().all(|&n| n == most) {
+                (most, Vec::new())
+            } else {
+                (most, first)
+            }
+        }
+    };
+    if hosts_per_leaf == 0 {
         return err(
             "topology.hosts_per_leaf",
             "expected at least 1 host per leaf, found 0",
@@ -25,7 +60,7 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
     for (field, n) in [
         ("leaves", t.leaves),
         ("spines", t.spines),
-        ("hosts_per_leaf", t.hosts_per_leaf),
+        ("hosts_per_leaf", hosts_per_leaf),
     ] {
         if n > MAX_SWITCHES {
             return err(
@@ -37,7 +72,10 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
             );
         }
     }
-    if t.leaves * t.hosts_per_leaf < 2 {
+    let hosts = first_host
+        .last()
+        .map_or(t.leaves as u64 * hosts_per_leaf as u64, |&n| n as u64);
+    if hosts < 2 {
         return err(
             "topology.hosts_per_leaf",
             "a fabric needs at least 2 hosts to carry traffic",
@@ -77,8 +115,7 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
             }
         }
     }
-    let ports = 2 * t.leaves as u64 * t.hosts_per_leaf as u64
-        + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+    let ports = 2 * hosts + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
     if ports > MAX_PORTS {
         return err(
             "topology",
@@ -117,7 +154,8 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
     Ok(Topology {
         leaves: t.leaves,
         spines: t.spines,
-        hosts_per_leaf: t.hosts_per_leaf,
+        hosts_per_leaf,
+        first_host,
         links_per_spine: t.links_per_spine,
         planes: t.planes,
         host_link,
@@ -143,8 +181,24 @@ pub fn same_plane(topology: &Topology, path: impl Into<String>, a: u32, b: u32) 
     )
 }
 
-/// "plane p holds hosts x to y" for the first plane and the pattern.
+/// Which hosts each plane holds ("plane 0: hosts 0 to 7, plane 1: hosts 8 to 15"; the
+/// first four planes and the last).
 pub fn plane_hosts(topology: &Topology) -> String {
-    let per = topology.leaves_per_plane() * topology.hosts_per_leaf;
-    format!("plane p holds hosts p x {per} to p x {per} + {}", per - 1)
+    let lp = topology.leaves_per_plane();
+    let range = |p: u32| {
+        let (a, b) = (
+            topology.first_host_of(p * lp),
+            topology.first_host_of((p + 1) * lp),
+        );
+        format!("plane {p}: hosts {a} to {}", b - 1)
+    };
+    let planes = topology.planes;
+    let mut shown: Vec<String> = (0..planes.min(4)).map(range).collect();
+    if planes > 5 {
+        shown.push("...".into());
+    }
+    if planes > 4 {
+        shown.push(range(planes - 1));
+    }
+    shown.join(", ")
 }

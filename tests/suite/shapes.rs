@@ -1,6 +1,7 @@
-//! Multi-plane fabrics (`topology.planes`): each plane is a leaf-spine fabric of its own,
-//! collectives on rails run inside their planes, and traffic that would have to cross
-//! planes is refused before the run.
+//! Fabric shapes as data: multi-plane fabrics (`topology.planes`: each plane a
+//! leaf-spine fabric of its own, collectives on rails inside their planes, traffic that
+//! would have to cross planes refused before the run) and uneven leaves
+//! (`hosts_per_leaf` as a list).
 
 use crate::common::scenario;
 use doorbell::metrics::summarize;
@@ -86,7 +87,7 @@ fn traffic_across_planes_and_uneven_planes_are_refused() {
     let e = rejected(&with("flows: [{ src: 1, dst: 9, size: 1MiB }]"));
     assert!(
         e.contains("workload[0].flows[0].dst: host 1 is in plane 0 and host 9 in plane 1")
-            && e.contains("plane p holds hosts p x 8 to p x 8 + 7"),
+            && e.contains("planes); plane 0: hosts 0 to 7, plane 1: hosts 8 to 15"),
         "{e}"
     );
     let e = rejected(&with("permutation: { size: 1MiB }"));
@@ -128,4 +129,84 @@ fn traffic_across_planes_and_uneven_planes_are_refused() {
         &one[..i]
     ));
     assert!(e.contains("permutation spreads over every host"), "{e}");
+}
+
+/// Three racks of 4, 4 and 2 hosts under 2 spines: each host sits under the right leaf
+/// (the half-full rack's too), every flow of a permutation over all 10 finishes, and a
+/// flow alone on the fabric, within a leaf or across the spines, takes its ideal time.
+#[test]
+fn uneven_leaves_carry_traffic_to_every_host() {
+    let sc = scenario(
+        "topology: { leaves: 3, spines: 2, hosts_per_leaf: [4, 4, 2], links_per_spine: 2, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - flows: [{ src: 9, dst: 0, size: 64KiB }, { src: 3, dst: 8, size: 64KiB }, { src: 8, dst: 9, size: 64KiB }]
+  - permutation: { size: 256KiB, start: 100us }",
+    );
+    let t = &sc.topology;
+    assert_eq!(t.hosts(), 10);
+    assert_eq!(
+        (0..10).map(|h| t.leaf_of(h)).collect::<Vec<_>>(),
+        [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    );
+    assert_eq!(t.port_name(t.host_up(9)), "host9->leaf2");
+    let out = run(&sc);
+    assert!(
+        out.flows.iter().all(|f| f.finish.is_some()),
+        "every flow finished"
+    );
+    // Alone on the fabric, flow 2 (8 -> 9, one leaf) and flow 0 (9 -> 0, via a spine)
+    // take their ideal times within 5% (the ideal is the model's own closed form).
+    for i in [0, 2] {
+        let f = &out.flows[i];
+        let fct = f.finish.unwrap().0 - f.def.start.0;
+        let ideal = doorbell::analytic::ideal_fct(&sc, f.def.src, f.def.dst, f.def.size).0;
+        assert!(
+            (fct as f64) < ideal as f64 * 1.05 && fct >= ideal,
+            "flow {i}: {fct} ps vs ideal {ideal} ps"
+        );
+    }
+    let s = summarize(&sc, &out);
+    assert_eq!(s.topology.leaf_hosts, Some(vec![4, 4, 2]));
+    assert_eq!(s.topology.hosts_per_leaf, 4);
+    // Equal counts are the even fabric: same shape, no list in the summary.
+    let even = scenario(
+        "topology: { leaves: 2, spines: 1, hosts_per_leaf: [3, 3], host_link: { rate: 100Gbps } }
+workload:
+  - flows: [{ src: 0, dst: 5, size: 64KiB }]",
+    );
+    assert!(even.topology.first_host.is_empty());
+    assert_eq!(even.topology.hosts_per_leaf, 3);
+}
+
+#[test]
+fn uneven_leaf_lists_are_checked() {
+    let yaml = |list: &str| {
+        format!(
+            "topology: {{ leaves: 3, spines: 2, hosts_per_leaf: {list}, host_link: {{ rate: 100Gbps }} }}
+workload:
+  - flows: [{{ src: 0, dst: 1, size: 64KiB }}]"
+        )
+    };
+    let e = rejected(&yaml("[4, 4]"));
+    assert!(
+        e.contains(
+            "topology.hosts_per_leaf: expected one host count per leaf (3 leaves), found 2 counts"
+        ),
+        "{e}"
+    );
+    let e = rejected(&yaml("[4, 0, 2]"));
+    assert!(
+        e.contains("topology.hosts_per_leaf[1]: expected 1 to 4096 hosts under a leaf, found 0"),
+        "{e}"
+    );
+    let e = rejected(&yaml("four"));
+    assert!(
+        e.contains("expected a host count (`8`) or one count per leaf (`[8, 8, 4]`)"),
+        "{e}"
+    );
+    let e = rejected(&yaml("[4, 4, 2]").replace("dst: 1", "dst: 10"));
+    assert!(
+        e.contains("host 10 does not exist: the fabric has 10 hosts"),
+        "{e}"
+    );
 }
