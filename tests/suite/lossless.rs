@@ -69,6 +69,43 @@ fn pfc_headroom_absorbs_the_longest_cable() {
     assert_eq!(h, 262_564 + 2 * 4138);
 }
 
+/// Regression (issue 19's fuzz): the headroom was sized for the longest cable only, so
+/// a fabric link as long as the host link but 64x faster got the host link's headroom
+/// (3,792 B where it needs 201,060 B), and a PFC fabric dropped 260 packets. Each port
+/// now reserves the larger of the two: with a 2 MiB buffer the incast runs paused and
+/// whole; with 1 MiB no Xoff can be lossless and the scenario is refused, saying so.
+#[test]
+fn pfc_headroom_covers_a_fast_fabric_link_or_the_scenario_is_refused() {
+    let yaml = "
+topology: { leaves: 2, spines: 1, hosts_per_leaf: 8, host_link: { rate: 25Gbps, latency: 1ns }, fabric_link: { rate: 1600Gbps, latency: 1ns } }
+switch: { buffer: 2MiB }
+packet: { mtu: 256B }
+flow_control: { mode: pfc }
+workload:
+  - incast: { senders: 15, receiver: 0, size: 256KiB }
+";
+    let sc = scenario(yaml, &[]);
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert_eq!(s.drops.packets, 0);
+    assert_eq!(s.flows.completed, 15);
+    assert!(s.pfc.pause_frames > 0, "the incast is paused, not dropped");
+    let e = doorbell::scenario::parse_str(
+        &yaml.replace("2MiB", "1MiB"),
+        "m.yaml",
+        "m",
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("m.yaml:3:11: switch.buffer: PFC cannot be lossless here")
+            && e.contains("3792 B per host link, 201060 B per fabric link")
+            && e.contains("reserve 201060 B each, 1809540 B of the 1048576 B buffer"),
+        "{e}"
+    );
+}
+
 /// Hosts 8-11 (leaf 1) and 16-19 (leaf 2) send to host 0 (leaf 0) through one spine: an
 /// 8:1 incast at the leaf's port to host 0. Host 12 (leaf 1) sends to host 20 (leaf 2): its
 /// path shares only leaf 1's uplink with the incast, and is otherwise idle.

@@ -41,27 +41,29 @@ pub fn resolve_flow_control(
                     format!("expected 1 to 65535 quanta, found {quanta}"),
                 );
             }
-            // Headroom for the longest cable in the fabric (every ingress gets the same).
-            let longest = if topo.fabric_link.latency > topo.host_link.latency {
-                topo.fabric_link
-            } else {
-                topo.host_link
-            };
-            let headroom = pfc_headroom(&longest, reaction, mtu_wire).max(pfc_headroom(
-                &topo.host_link,
-                reaction,
-                mtu_wire,
-            ));
-            let room = buffer.saturating_sub(headroom * ingress) / ingress;
+            // Each ingress port's headroom is its own link's (rate and cable), and the
+            // switch's ports together must fit its buffer.
+            let host_headroom = pfc_headroom(&topo.host_link, reaction, mtu_wire);
+            let fabric_headroom = pfc_headroom(&topo.fabric_link, reaction, mtu_wire);
+            // Every ingress port gets the largest headroom in the fabric (a port's own
+            // would do, but one Xoff for all keeps the arithmetic simple and safe).
+            let headroom = host_headroom.max(fabric_headroom);
+            let reserve = headroom * ingress;
+            let room = buffer.saturating_sub(reserve) / ingress;
             let xoff = match spec.xoff {
                 Some(x) => x.0 .0,
                 None => room,
             };
             if xoff < 2 * mtu_wire || xoff > room {
+                let field = if spec.xoff.is_some() {
+                    "flow_control.xoff"
+                } else {
+                    "switch.buffer"
+                };
                 return err(
-                    "flow_control.xoff",
+                    field,
                     format!(
-                        "xoff must leave each of {ingress} ingress ports {headroom} B of headroom in the {buffer} B buffer and hold two packets: at most {room} B and at least {} B, found {xoff} B",
+                        "PFC cannot be lossless here: each ingress port needs its link's headroom above Xoff ({host_headroom} B per host link, {fabric_headroom} B per fabric link: rate x (2 x cable + reaction time + a 64 B frame) + 2 packets), the busiest switch's {ingress} ingress ports reserve {headroom} B each, {reserve} B of the {buffer} B buffer, and Xoff must hold two packets: Xoff at most {room} B and at least {} B, found {xoff} B (a larger buffer, slower or shorter links, or a shorter reaction_time would fit)",
                         2 * mtu_wire
                     ),
                 );
