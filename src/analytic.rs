@@ -37,8 +37,17 @@ pub fn ideal_fct_paced(
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
     let on = |a: u32, b: u32, bytes: u64, first_extra: u64, last_extra: u64| {
-        ideal_fct_on_path(
-            &sc.topology.path_links(a, b),
+        let links = sc.topology.path_links(a, b);
+        // Per-packet routing may spread a flow over every parallel path: each hop has as
+        // many lanes as it has parallel links; per-flow routing keeps one.
+        let lanes = if sc.routing.per_packet() {
+            sc.topology.path_lanes(a, b)
+        } else {
+            vec![1; links.len()]
+        };
+        ideal_fct_on_lanes(
+            &links,
+            &lanes,
             sc.switch.latency,
             sc.switch.forwarding,
             sc.mtu,
@@ -79,13 +88,50 @@ pub fn ideal_fct_on_path(
     last_extra: u64,
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
-    assert!(!links.is_empty() && mtu > 0);
+    ideal_fct_on_lanes(
+        links,
+        &vec![1; links.len()],
+        switch_lat,
+        forwarding,
+        mtu,
+        overhead,
+        header,
+        size,
+        first_extra,
+        last_extra,
+        dma,
+    )
+}
+
+/// [`ideal_fct_on_path`] where hop `j` has `lanes[j]` identical parallel links and a
+/// packet may take any of them (per-packet routing): the best a flow can do is round
+/// robin, packet `i` on lane `i mod lanes[j]`, so a hop of slow links in parallel paces
+/// the flow at their sum (the host link, or the parallel paths, whichever binds). With
+/// one lane everywhere it is the single-path recurrence. A lower bound for any routing.
+#[allow(clippy::too_many_arguments)]
+pub fn ideal_fct_on_lanes(
+    links: &[LinkParams],
+    lanes: &[u32],
+    switch_lat: SimDuration,
+    forwarding: Forwarding,
+    mtu: u64,
+    overhead: u64,
+    header: u64,
+    size: u64,
+    first_extra: u64,
+    last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
+    assert!(!links.is_empty() && mtu > 0 && lanes.len() == links.len());
     let mut prev_start0 = 0u64;
     let mut prev_payload = 0u64;
     let n = size.div_ceil(mtu).max(1);
     let hops = links.len();
-    // end[j]: when the previous packet finished serializing on hop j.
-    let mut prev_end = vec![0u64; hops];
+    // lane_end[j][l]: when the last packet on lane l of hop j finished serializing (a
+    // packet beyond the lane count never waits for more than that many before it).
+    let lanes: Vec<u64> = lanes.iter().map(|&l| (l.max(1) as u64).min(n)).collect();
+    let mut lane_end: Vec<Vec<u64>> = lanes.iter().map(|&l| vec![0u64; l as usize]).collect();
+    let lane = |j: usize, i: u64| (i % lanes[j]) as usize;
     let mut last_arrival = 0u64;
     for i in 0..n {
         let payload = if i + 1 == n {
@@ -99,7 +145,7 @@ pub fn ideal_fct_on_path(
         } else if i + 1 == n {
             wire += last_extra;
         }
-        let mut start = if i == 0 { 0 } else { prev_end[0] };
+        let mut start = lane_end[0][lane(0, i)];
         if let (Some(bw), true) = (dma, i > 0) {
             start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
         }
@@ -108,7 +154,7 @@ pub fn ideal_fct_on_path(
         for j in 0..hops {
             let ser = serialization_delay(wire, links[j].rate).0;
             let end = start + ser;
-            prev_end[j] = end;
+            lane_end[j][lane(j, i)] = end;
             let prop = links[j].latency.0;
             if j + 1 == hops {
                 last_arrival = end + prop;
@@ -122,9 +168,9 @@ pub fn ideal_fct_on_path(
                         (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
                     }
                 };
-                // The next hop's port is free once it finished the previous packet (its
-                // end was stored when that packet was processed).
-                start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
+                // The next hop's lane is free once it finished the packet before on it
+                // (its end was stored when that packet was processed).
+                start = ready.max(lane_end[j + 1][lane(j + 1, i)]);
             }
         }
     }

@@ -48,6 +48,11 @@ pub enum Routing {
 }
 
 impl Routing {
+    /// Chooses a path per packet, so one flow may use every parallel path at once.
+    pub fn per_packet(self) -> bool {
+        matches!(self, Routing::Spray | Routing::Adaptive)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Routing::Ecmp => "ecmp",

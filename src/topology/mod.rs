@@ -336,6 +336,18 @@ impl Topology {
         }
     }
 
+    /// Parallel links at each hop of the path from `src` to `dst` (what per-packet
+    /// routing may spread a flow over): a leaf's uplinks to its plane's spines, and as
+    /// many ways down (each of those spines' links to the destination leaf).
+    pub fn path_lanes(&self, src: u32, dst: u32) -> Vec<u32> {
+        if self.switch_hops(src, dst) == 1 {
+            vec![1, 1]
+        } else {
+            let u = self.uplinks_per_leaf();
+            vec![1, u, u, 1]
+        }
+    }
+
     /// The links a packet from `src` to `dst` crosses, in order.
     pub fn path_links(&self, src: u32, dst: u32) -> Vec<LinkParams> {
         if self.switch_hops(src, dst) == 1 {

@@ -254,6 +254,47 @@ workload:
     }
 }
 
+/// Regression (issue 19's fuzz: "a slowdown below 1"): with per-packet routing over
+/// fabric links slower than the host link, one flow uses every spine at once, so the
+/// ideal is paced by the host link or the sum of the parallel paths, whichever binds.
+/// 400G hosts over 4 spines of 100G: spray runs at the host link (4 x 100G keep up), ECMP
+/// at one 100G path; each flow alone finishes exactly at its own ideal (slowdown 1, to
+/// the picosecond), and the spray ideal is close to 4 MiB at 400G.
+#[test]
+fn per_packet_routing_has_a_multipath_ideal_and_slowdown_stays_at_least_one() {
+    // Adaptive routing reorders packets, which plain RC takes for loss (go-back-N: 20x
+    // the ideal here; issue 14), so it runs on bare packets.
+    for (routing, transport, rate_gbps) in [
+        ("spray", "rc", 400.0),
+        ("adaptive", "raw", 400.0),
+        ("ecmp", "rc", 100.0),
+        ("static", "rc", 100.0),
+    ] {
+        let sc = scenario(&format!(
+            "
+topology: {{ leaves: 2, spines: 4, hosts_per_leaf: 1, host_link: {{ rate: 400Gbps, latency: 500ns }}, fabric_link: {{ rate: 100Gbps, latency: 500ns }} }}
+routing: {routing}
+transport: {{ mode: {transport} }}
+workload:
+  - flows: [{{ src: 0, dst: 1, size: 4MiB }}]
+"
+        ));
+        let out = run(&sc);
+        let f = &out.flows[0];
+        assert_eq!(fct_ps(&out, 0), f.ideal.0, "{routing}");
+        // The bytes at the bottleneck's payload rate (line rate x payload efficiency),
+        // plus at most one packet's trip for the pipeline to fill.
+        let eff = sc.encapsulation.payload_efficiency(sc.mtu);
+        let bound = (4u64 << 20) as f64 * 8.0 / (rate_gbps * 1e9 * eff) * 1e12;
+        let fill = doorbell::analytic::ideal_fct(&sc, 0, 1, sc.mtu).0 as f64;
+        let ideal = f.ideal.0 as f64;
+        assert!(
+            ideal >= bound && ideal <= bound + fill,
+            "{routing}: ideal {ideal} ps, bytes at the bottleneck {bound} ps, one packet {fill} ps"
+        );
+    }
+}
+
 #[test]
 fn bytes_are_conserved_without_a_transport() {
     // Every payload byte sent is delivered or counted as dropped (with a tiny buffer that
