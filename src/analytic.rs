@@ -104,10 +104,14 @@ pub fn ideal_fct_on_path(
 }
 
 /// [`ideal_fct_on_path`] where hop `j` has `lanes[j]` identical parallel links and a
-/// packet may take any of them (per-packet routing): the best a flow can do is round
-/// robin, packet `i` on lane `i mod lanes[j]`, so a hop of slow links in parallel paces
-/// the flow at their sum (the host link, or the parallel paths, whichever binds). With
-/// one lane everywhere it is the single-path recurrence. A lower bound for any routing.
+/// packet may take any of them (per-packet routing). Hop by hop, packets are queued in
+/// the order they reach the hop (their tail, or with cut-through their header, as a
+/// switch's FIFO queue takes them), and each takes the lane that frees first. So a hop
+/// of slow links in parallel paces the flow at their sum (the host link, or the
+/// parallel paths, whichever binds), a packet may overtake another on a freer lane, and
+/// the flow ends when its last-arriving packet arrives. Each hop chooses on its own (a
+/// relaxation of the coupling between a spine and its links down). With one lane
+/// everywhere it is the single-path flow-shop recurrence, exactly.
 #[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_lanes(
     links: &[LinkParams],
@@ -123,58 +127,74 @@ pub fn ideal_fct_on_lanes(
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
     assert!(!links.is_empty() && mtu > 0 && lanes.len() == links.len());
-    let mut prev_start0 = 0u64;
-    let mut prev_payload = 0u64;
-    let n = size.div_ceil(mtu).max(1);
-    let hops = links.len();
-    // lane_end[j][l]: when the last packet on lane l of hop j finished serializing (a
-    // packet beyond the lane count never waits for more than that many before it).
-    let lanes: Vec<u64> = lanes.iter().map(|&l| (l.max(1) as u64).min(n)).collect();
-    let mut lane_end: Vec<Vec<u64>> = lanes.iter().map(|&l| vec![0u64; l as usize]).collect();
-    let lane = |j: usize, i: u64| (i % lanes[j]) as usize;
-    let mut last_arrival = 0u64;
-    for i in 0..n {
-        let payload = if i + 1 == n {
-            size - (n - 1) * mtu
+    let n = size.div_ceil(mtu).max(1) as usize;
+    let payload = |i: usize| {
+        if i + 1 == n {
+            size - (n as u64 - 1) * mtu
         } else {
             mtu
-        };
-        let mut wire = payload + overhead;
-        if i == 0 {
-            wire += first_extra;
-        } else if i + 1 == n {
-            wire += last_extra;
         }
-        let mut start = lane_end[0][lane(0, i)];
+    };
+    let wire: Vec<u64> = (0..n)
+        .map(|i| {
+            payload(i)
+                + overhead
+                + if i == 0 {
+                    first_extra
+                } else if i + 1 == n {
+                    last_extra
+                } else {
+                    0
+                }
+        })
+        .collect();
+    // The first hop (the sender's own link): in order, each packet after the one before
+    // and, with `dma`, no sooner than its predecessor's payload was read.
+    let mut start = vec![0u64; n];
+    let mut end = vec![0u64; n];
+    let mut free = 0u64;
+    for i in 0..n {
+        let mut s = free;
         if let (Some(bw), true) = (dma, i > 0) {
-            start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
+            s = s.max(start[i - 1] + serialization_delay(payload(i - 1), bw).0);
         }
-        prev_start0 = start;
-        prev_payload = payload;
-        for j in 0..hops {
-            let ser = serialization_delay(wire, links[j].rate).0;
-            let end = start + ser;
-            lane_end[j][lane(j, i)] = end;
-            let prop = links[j].latency.0;
-            if j + 1 == hops {
-                last_arrival = end + prop;
-            } else {
-                let ready = match forwarding {
-                    Forwarding::StoreAndForward => end + prop + switch_lat.0,
-                    Forwarding::CutThrough => {
-                        let head = start + serialization_delay(header, links[j].rate).0 + prop;
-                        let tail = end + prop;
-                        let ser_next = serialization_delay(wire, links[j + 1].rate).0;
-                        (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
-                    }
-                };
-                // The next hop's lane is free once it finished the packet before on it
-                // (its end was stored when that packet was processed).
-                start = ready.max(lane_end[j + 1][lane(j + 1, i)]);
-            }
+        start[i] = s;
+        end[i] = s + serialization_delay(wire[i], links[0].rate).0;
+        free = end[i];
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut queued = vec![0u64; n];
+    let mut ready = vec![0u64; n];
+    for j in 1..links.len() {
+        let prop = links[j - 1].latency.0;
+        for i in 0..n {
+            let tail = end[i] + prop;
+            let ser_next = serialization_delay(wire[i], links[j].rate).0;
+            (queued[i], ready[i]) = match forwarding {
+                Forwarding::StoreAndForward => (tail, tail + switch_lat.0),
+                Forwarding::CutThrough => {
+                    let head = start[i] + serialization_delay(header, links[j - 1].rate).0 + prop;
+                    (
+                        head,
+                        (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next)),
+                    )
+                }
+            };
+        }
+        // The switch queues packets as they come in; each takes the lane that frees first.
+        order.sort_by_key(|&i| (queued[i], i));
+        let mut lane_free = vec![0u64; (lanes[j].max(1) as usize).min(n)];
+        for &i in &order {
+            let l = (0..lane_free.len())
+                .min_by_key(|&l| (lane_free[l], l))
+                .expect("a hop has a lane");
+            start[i] = ready[i].max(lane_free[l]);
+            end[i] = start[i] + serialization_delay(wire[i], links[j].rate).0;
+            lane_free[l] = end[i];
         }
     }
-    SimDuration(last_arrival)
+    let prop = links[links.len() - 1].latency.0;
+    SimDuration(end.iter().map(|&e| e + prop).max().unwrap_or(0))
 }
 
 /// Round-trip time of one full packet and a minimal reply over a path: the time the

@@ -193,16 +193,17 @@ fn main() -> ExitCode {
                 }
             };
             let dir = out.unwrap_or_else(|| default_out(&scenario));
-            let drawn = run(&sc, &dir, quiet).and_then(|()| {
-                if no_plot {
-                    return Ok(());
+            let drawn = run(&sc, &dir, quiet).and_then(|held| {
+                if !no_plot {
+                    doorbell::plot::plot_dir(&dir)
+                        .map_err(|e| anyhow::anyhow!("plotting {}: {e}", dir.display()))?;
                 }
-                doorbell::plot::plot_dir(&dir)
-                    .map(|_| ())
-                    .map_err(|e| anyhow::anyhow!("plotting {}: {e}", dir.display()))
+                Ok(held)
             });
             match drawn {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(true) => ExitCode::SUCCESS,
+                // The results are written, but the model broke one of its own rules.
+                Ok(false) => ExitCode::from(3),
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     ExitCode::from(1)
@@ -212,7 +213,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+/// Runs `sc` into `dir`; returns whether every invariant held.
+fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<bool> {
     if !sc.compare.is_empty() {
         return run_compare(sc, dir, quiet);
     }
@@ -228,11 +230,33 @@ fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    Ok(())
+    Ok(report_checks(None, &summary))
+}
+
+/// Says on stderr (so `--quiet` does not hide it) why a stalled run stalled and which
+/// invariant a run broke; returns whether all held.
+fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> bool {
+    let at = set.map_or(String::new(), |n| format!(" (set {n})"));
+    if s.stalled {
+        eprintln!("warning{at}: the run ran out of events with work left; it can never finish:");
+        for st in &s.invariants.stalls {
+            match st.flow {
+                Some(f) => eprintln!("  flow {f}: {}", st.reason),
+                None => eprintln!("  {}", st.reason),
+            }
+        }
+    }
+    for v in &s.invariants.violations {
+        eprintln!(
+            "error{at}: invariant {} broken: {} (a bug in doorbell: please report it with the scenario; results are in summary.json `invariants`)",
+            v.rule, v.detail
+        );
+    }
+    s.invariants.held()
 }
 
 /// `compare:`: the same scenario once per RC parameter set, side by side.
-fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<bool> {
     use doorbell::compare;
     let sets = compare::run_sets(sc);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -299,7 +323,11 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
             }
         );
     }
-    Ok(())
+    let mut held = true;
+    for s in &sets {
+        held &= report_checks(Some(&s.name), &s.summary);
+    }
+    Ok(held)
 }
 
 struct SweepArgs {

@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 pub mod host;
+pub mod invariants;
 pub use host::HostSummary;
 
 /// Rounds to 4 decimals so that reports stay readable (and stay deterministic).
@@ -216,6 +217,9 @@ pub struct Summary {
     /// One entry per collective workload item.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<crate::collective::CollectiveSummary>,
+    /// What the run was checked against at its end, what it broke (a bug), and why a
+    /// stalled run stalled.
+    pub invariants: invariants::InvariantReport,
 }
 
 /// Time per tier, microseconds (tiers: host_to_leaf, leaf_to_spine, spine_to_leaf,
@@ -484,6 +488,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         tiers.push(ts);
     }
 
+    let drops_packets = drops.packets;
     Summary {
         scenario: sc.name.clone(),
         seed: sc.seed,
@@ -568,11 +573,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         ecn: EcnSummary {
             marked_packets: out.ports.iter().map(|p| p.ecn_marked).sum(),
         },
-        flow_control: match sc.flow_control {
-            crate::scenario::FlowControl::Lossy => "lossy",
-            crate::scenario::FlowControl::Pfc { .. } => "pfc",
-            crate::scenario::FlowControl::IbCredit { .. } => "ib_credit",
-        },
+        flow_control: sc.flow_control.name(),
         pfc: {
             let mut t = PerTierUs::default();
             for p in &out.ports {
@@ -608,6 +609,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             .iter()
             .map(crate::collective::summarize)
             .collect(),
+        invariants: invariants::check(sc, out, drops_packets),
     }
 }
 

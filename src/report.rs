@@ -345,6 +345,22 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
             o,
             "WARNING  the run ran out of events with flows still pending: they can never finish"
         );
+        for st in s.invariants.stalls.iter().take(3) {
+            let who = st.flow.map_or(String::new(), |f| format!("flow {f}: "));
+            let _ = writeln!(o, "         {who}{}", st.reason);
+        }
+    }
+    if s.invariants.held() {
+        let _ = writeln!(
+            o,
+            "checks   {} invariants held ({})",
+            s.invariants.checked.len(),
+            s.invariants.checked.join(", ")
+        );
+    } else {
+        for v in &s.invariants.violations {
+            let _ = writeln!(o, "BROKEN   {}: {} (a bug in doorbell)", v.rule, v.detail);
+        }
     }
     let _ = writeln!(
         o,

@@ -24,6 +24,12 @@ pub struct SimTime(pub u64);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SimDuration(pub u64);
 
+/// The latest simulated time a run may reach: 100 simulated days, far below the clock's
+/// end (2^64 ps, 213 days) so nothing near it can wrap. Validation keeps a scenario's
+/// work within one simulated day; a run that still gets here stops, and that is reported
+/// as a broken invariant.
+pub const TIME_HORIZON: SimTime = SimTime(100 * 86_400 * 1_000_000_000_000);
+
 impl SimTime {
     pub const ZERO: SimTime = SimTime(0);
     pub const MAX: SimTime = SimTime(u64::MAX);
@@ -64,26 +70,33 @@ impl SimDuration {
     }
 }
 
+// Time arithmetic saturates instead of wrapping: a time past the end of the clock stays
+// there, beyond the run's horizon (`TIME_HORIZON`), where the event loop stops and the
+// end-of-run check reports it (rule `time_within_horizon`), never a silent wrap.
 impl Add<SimDuration> for SimTime {
     type Output = SimTime;
+    #[inline]
     fn add(self, d: SimDuration) -> SimTime {
-        SimTime(self.0 + d.0)
+        SimTime(self.0.saturating_add(d.0))
     }
 }
 impl AddAssign<SimDuration> for SimTime {
+    #[inline]
     fn add_assign(&mut self, d: SimDuration) {
-        self.0 += d.0;
+        self.0 = self.0.saturating_add(d.0);
     }
 }
 impl Add for SimDuration {
     type Output = SimDuration;
+    #[inline]
     fn add(self, d: SimDuration) -> SimDuration {
-        SimDuration(self.0 + d.0)
+        SimDuration(self.0.saturating_add(d.0))
     }
 }
 impl AddAssign for SimDuration {
+    #[inline]
     fn add_assign(&mut self, d: SimDuration) {
-        self.0 += d.0;
+        self.0 = self.0.saturating_add(d.0);
     }
 }
 impl Sub for SimTime {

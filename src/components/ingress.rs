@@ -45,6 +45,15 @@ impl FlowControl {
     pub fn lossless(&self) -> bool {
         !matches!(self, FlowControl::Lossy)
     }
+
+    /// `lossy`, `pfc` or `ib_credit`, as the scenario spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FlowControl::Lossy => "lossy",
+            FlowControl::Pfc { .. } => "pfc",
+            FlowControl::IbCredit { .. } => "ib_credit",
+        }
+    }
 }
 
 /// Bytes that can still arrive at an ingress after it decides to pause: what is on the

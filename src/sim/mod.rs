@@ -39,7 +39,7 @@ use crate::scenario::{RcConfig, Scenario, Transport};
 use crate::topology::graph::Graph;
 use crate::topology::{Node, Tier, Topology};
 use crate::transport::rc::{Op, RequesterStats, WcStatus};
-use crate::units::{SimDuration, SimTime};
+use crate::units::{SimDuration, SimTime, TIME_HORIZON};
 use crate::workload::{expand, FlowDef};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -64,6 +64,11 @@ fn host_message(def: &FlowDef) -> Message {
         workload: def.workload,
     }
 }
+
+/// Events at one simulated instant after which a run is taken to be stuck: far more
+/// than the largest legitimate burst (every one of `MAX_FLOWS` flows starting at once
+/// takes a few events each).
+pub const LIVELOCK_EVENTS: u64 = 200_000_000;
 
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,6 +259,10 @@ pub struct RunOutput {
     pub end: SimTime,
     /// Whether `duration` cut the run short with work left.
     pub stopped_by_duration: bool,
+    /// The run reached `units::TIME_HORIZON` (validation should make that impossible).
+    pub horizon_reached: bool,
+    /// The run stopped because time stood still for `LIVELOCK_EVENTS` events (a bug).
+    pub livelock: bool,
     /// The run ran out of events with flows still pending (nothing could ever move them
     /// again): a stall, which should not happen in a healthy scenario.
     pub stalled: bool,
@@ -345,8 +354,6 @@ pub struct Sim {
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
     telemetry: bool,
     cc_totals: CcTotals,
-    /// Link-level flow control keeps every buffer from overflowing.
-    lossless: bool,
     samples: Vec<Sample>,
     fault_totals: FaultTotals,
     mtu: u64,
@@ -544,7 +551,6 @@ impl Sim {
                 .map(CcParams::Dcqcn)
                 .is_some_and(|c| c.wants_telemetry()),
             cc_totals: CcTotals::default(),
-            lossless: fc.lossless(),
             samples: Vec::new(),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
@@ -568,15 +574,30 @@ impl Sim {
             .sc
             .duration
             .map(|d| SimTime(d.0))
-            .unwrap_or(SimTime::MAX);
+            .unwrap_or(TIME_HORIZON)
+            .min(TIME_HORIZON);
         let mut stopped = false;
         // The last time anything happened: timer events that find nothing to do (a
         // queue pair that finished, a deadline that moved) do not extend the run.
         let mut last = SimTime::ZERO;
+        // Events in a row at one instant: a model that keeps scheduling at `now` would
+        // never let time advance (a hang); past `LIVELOCK_EVENTS` the run stops and the
+        // end-of-run check reports it.
+        let (mut instant, mut at_instant) = (SimTime::ZERO, 0u64);
+        let mut livelock = false;
         while let Some(t) = self.q.peek_time() {
             if t > limit {
                 stopped = true;
                 break;
+            }
+            if t == instant {
+                at_instant += 1;
+                if at_instant > LIVELOCK_EVENTS {
+                    livelock = true;
+                    break;
+                }
+            } else {
+                (instant, at_instant) = (t, 0);
             }
             let (now, ev) = self.q.pop().expect("peeked");
             let acted = match ev {
@@ -659,6 +680,7 @@ impl Sim {
             t
         });
         let stalled = !stopped
+            && !livelock
             && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
                 || self.colls.iter().any(|c| !c.is_done()));
         RunOutput {
@@ -670,7 +692,9 @@ impl Sim {
             ingress: self.ingress,
             switches: self.switches,
             end,
-            stopped_by_duration: stopped,
+            stopped_by_duration: stopped && self.sc.duration.is_some_and(|d| SimTime(d.0) == limit),
+            horizon_reached: stopped && limit == TIME_HORIZON,
+            livelock,
             stalled,
             rc,
             faults: self.fault_totals,

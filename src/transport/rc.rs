@@ -592,6 +592,11 @@ impl Requester {
 
     /// When the requester next needs `handle_timeout`, if ever.
     pub fn next_timeout(&self) -> Option<crate::units::SimTime> {
+        if self.state == QpState::Error {
+            // An errored queue pair waits for nothing (its timers may still hold the
+            // deadline that failed it; a stale one would fire again and again).
+            return None;
+        }
         match (self.rnr_wait_until, self.ack_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

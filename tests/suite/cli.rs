@@ -361,3 +361,51 @@ compare:
     assert!(err.contains("4096"), "{err}");
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// A run that can never finish says why on stderr, even with `--quiet`, and exits 0 (the
+/// model as configured); stdout's summary lists the invariants it held.
+#[test]
+fn a_stall_is_explained_on_stderr_even_when_quiet() {
+    let dir = tmpdir("stall");
+    let yaml = dir.join("stall.yaml");
+    std::fs::write(
+        &yaml,
+        "topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+transport: { mode: raw }
+faults: { drop_probability: 0.5 }
+workload:
+  - flows: [{ src: 0, dst: 1, size: 64KiB }]
+",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let args = |quiet: bool| {
+        let mut a = vec![
+            "run".to_string(),
+            yaml.display().to_string(),
+            "--out".into(),
+            out.display().to_string(),
+            "--no-plot".into(),
+        ];
+        if quiet {
+            a.push("--quiet".into());
+        }
+        a
+    };
+    let o = bin().args(args(true)).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("can never finish")
+            && err.contains("flow 0: a packet of it was lost and bare packets are never resent"),
+        "{err}"
+    );
+    let o = bin().args(args(false)).output().unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.contains("checks   7 invariants held (lossless_no_drop,"),
+        "{shown}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

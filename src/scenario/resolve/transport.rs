@@ -41,6 +41,17 @@ pub fn resolve_rc(
         );
     }
     let ack_every = check_range(p("ack_every"), pick!(ack_every), 1, 1, 1 << 20)?;
+    if let Some(w) = window.filter(|&w| ack_every > w) {
+        // The responder would wait for more packets than the requester may have
+        // unacknowledged: neither side moves until the ACK timeout (issue 19's fuzz: a
+        // 1 MB flow took 128.8 s, or forever with timeout 0).
+        return err(
+            p("ack_every"),
+            format!(
+                "ack_every {ack_every} is above window_packets {w}: the responder would wait for more packets than the requester may send unacknowledged, and the flow would stall; use at most {w}"
+            ),
+        );
+    }
     let recv_queue_depth = check_range(
         p("recv_queue_depth"),
         pick!(recv_queue_depth),

@@ -314,6 +314,73 @@ pub fn resolve(
         workload.push(item);
     }
 
+    // An item whose busiest host link must carry more than a simulated day of bytes
+    // (after its start) cannot finish within the run's bound: refuse it before it runs
+    // (issue 19's fuzz: a long stream ran past the clock). A lower bound on the time
+    // the item needs, so it never refuses what could run.
+    let hosts = topology.hosts() as u128;
+    for (i, w) in workload.iter().enumerate() {
+        let wire = |size: u64| -> u128 {
+            let packets = size.div_ceil(mtu).max(1);
+            size as u128 + packets as u128 * encapsulation.overhead_bytes() as u128
+        };
+        // (item's start, bytes over its busiest host link, what that is)
+        let (start, bytes, what) = match w {
+            Workload::Flows(list) => {
+                let mut per: std::collections::HashMap<(u32, bool), u128> = Default::default();
+                for f in list {
+                    *per.entry((f.src, true)).or_default() += wire(f.size);
+                    *per.entry((f.dst, false)).or_default() += wire(f.size);
+                }
+                let last = list.iter().map(|f| f.start).max().unwrap_or_default();
+                let most = per.values().copied().max().unwrap_or(0);
+                (last, most, "its flows over one host link")
+            }
+            Workload::Incast {
+                senders,
+                size,
+                start,
+                ..
+            } => (
+                *start,
+                *senders as u128 * wire(*size),
+                "the receiver's link",
+            ),
+            Workload::AllToAll { size, start } => {
+                (*start, (hosts - 1) * wire(*size), "each host's link")
+            }
+            Workload::Stream {
+                size, count, start, ..
+            } => (
+                *start,
+                *count as u128 * wire(*size),
+                "the stream's messages",
+            ),
+            Workload::PingPong {
+                size,
+                iterations,
+                start,
+                ..
+            } => (
+                *start,
+                2 * *iterations as u128 * wire(*size),
+                "the round trips, one after another",
+            ),
+            _ => continue,
+        };
+        let ps = bytes * 8 * 1_000_000_000_000 / topology.host_link.rate.0 as u128;
+        if start.0 as u128 + ps > MAX_TIME.0 as u128 {
+            return err(
+                format!("workload[{i}]"),
+                format!(
+                    "{what} take at least {:.0} s at {} after the start; a run may last at most a simulated day (86400 s)",
+                    ps as f64 / 1e12,
+                    topology.host_link.rate
+                ),
+            );
+        }
+    }
+
     // A flow that alone takes more than a simulated day to serialize on the slowest link
     // would carry simulated time towards overflow: reject it.
     let slowest = topology.host_link.rate.min(topology.fabric_link.rate);

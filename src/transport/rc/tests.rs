@@ -190,6 +190,37 @@ fn retry_cnt_retransmissions_then_error() {
     assert_eq!(r.next_timeout(), None);
 }
 
+/// Regression (issue 19's fuzz: a run that never ended): a queue pair failed by a NAK
+/// (retry_cnt 0) kept its ACK deadline, so its timer fired at that same instant forever
+/// (the event loop never advanced). An errored queue pair waits for nothing.
+#[test]
+fn a_queue_pair_failed_by_a_nak_has_no_timer_left() {
+    let mut r = Requester::new(
+        RcParams {
+            retry_cnt: 0,
+            ..params()
+        },
+        0,
+    );
+    r.post(1, Op::Write, 5000);
+    drain(&mut r, T0);
+    assert!(r.next_timeout().is_some(), "the ACK timer runs");
+    r.handle_ack(
+        SimTime(5),
+        AckInfo {
+            kind: AckKind::NakSeq,
+            psn: 2,
+            credits: 0,
+            rnr_code: 0,
+        },
+    );
+    assert_eq!(r.state(), QpState::Error);
+    assert_eq!(r.pop_completion().unwrap().status, WcStatus::RetryExceeded);
+    assert_eq!(r.next_timeout(), None);
+    r.handle_timeout(SimTime(1 << 40));
+    assert_eq!(r.next_timeout(), None);
+}
+
 #[test]
 fn progress_resets_the_retry_counter() {
     let mut r = Requester::new(params(), 0);

@@ -1,0 +1,340 @@
+//! A semantic fuzzer: valid scenarios drawn from the schema (every section and mode,
+//! extreme but legal values, collectives beside flows, faults, planes and uneven
+//! leaves), each run briefly and checked against the end-of-run invariants
+//! (`metrics::invariants`), for determinism, and for bounded work.
+//!
+//! - `fuzz::ci_slice`: a fixed-seed slice that `cargo test` runs (and `.ci/run` again in a
+//!   debug build, with overflow checks and `debug_assert!`s on);
+//! - `fuzz::long_run` (ignored): `DOORBELL_FUZZ_CASES=10000 DOORBELL_FUZZ_SEED=7 cargo
+//!   test --release --test suite fuzz::long_run -- --ignored --nocapture`;
+//! - `fuzz::regressions`: every case the fuzzing ever found, kept in
+//!   `tests/fuzz-regressions/` (a first line `# expect: refused` means validation must
+//!   now refuse it; otherwise it must run with every invariant held).
+//!
+//! A case that validation refuses is skipped (the generator aims at valid input; the
+//! robustness tests cover refusals); one that panics, breaks an invariant, differs
+//! between two runs or exceeds its event budget fails with its YAML printed.
+
+use doorbell::metrics::summarize;
+use doorbell::scenario::{parse_str, Overrides};
+use doorbell::sim::run;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+fn pick<'a, T>(r: &mut StdRng, v: &'a [T]) -> &'a T {
+    &v[r.gen_range(0..v.len())]
+}
+
+/// One scenario, as a user would write it. Sizes are kept small so a case runs in
+/// milliseconds; rates, buffers, MTUs and latencies span their legal extremes.
+pub fn generate(r: &mut StdRng) -> String {
+    let planes: u32 = if r.gen_bool(0.15) { 2 } else { 1 };
+    let leaves: u32 = planes * r.gen_range(1..=3);
+    let spines: u32 = if leaves == 1 {
+        0
+    } else {
+        planes * r.gen_range(1..=2)
+    };
+    let hosts_per_leaf = if r.gen_bool(0.2) {
+        let v: Vec<String> = (0..leaves)
+            .map(|_| r.gen_range(1..=4).to_string())
+            .collect();
+        format!("[{}]", v.join(", "))
+    } else {
+        r.gen_range(if leaves == 1 { 2 } else { 1 }..=4).to_string()
+    };
+    let rates = [
+        "1Gbps", "10Gbps", "25Gbps", "100Gbps", "400Gbps", "800Gbps", "1600Gbps",
+    ];
+    let lats = ["1ns", "100ns", "1us", "10us"];
+    let (hr, fr) = (pick(r, &rates), pick(r, &rates));
+    let (hl, fl) = (pick(r, &lats), pick(r, &lats));
+    let links = r.gen_range(1..=2);
+    let mut y = format!(
+        "seed: {}\nduration: 2ms\ntopology: {{ leaves: {leaves}, spines: {spines}, hosts_per_leaf: {hosts_per_leaf}, planes: {planes}, links_per_spine: {links}, host_link: {{ rate: {hr}, latency: {hl} }}, fabric_link: {{ rate: {fr}, latency: {fl} }} }}\n",
+        r.gen::<u16>()
+    );
+    let limit = if r.gen_bool(0.2) {
+        format!("port_limit: {}", pick(r, &["64KB", "256KB", "1MiB"]))
+    } else {
+        format!(
+            "alpha: {}",
+            pick(r, &["0.0625", "0.125", "1.0", "8.0", "64"])
+        )
+    };
+    y += &format!(
+        "switch: {{ latency: {}, forwarding: {}, buffer: {}, {limit} }}\n",
+        pick(r, &["0ns", "150ns", "500ns"]),
+        pick(r, &["store_and_forward", "cut_through"]),
+        pick(r, &["256KB", "1MiB", "4MiB", "32MiB"]),
+    );
+    y += &format!(
+        "packet: {{ mtu: {}, encapsulation: {} }}\n",
+        pick(r, &["256B", "1024B", "4096B"]),
+        pick(r, &["ib", "ib_grh", "rocev2"])
+    );
+    y += &format!(
+        "routing: {}\n",
+        pick(r, &["ecmp", "static", "spray", "adaptive"])
+    );
+    let fc = *pick(r, &["lossy", "pfc", "ib_credit"]);
+    y += &format!("flow_control: {{ mode: {fc} }}\n");
+    let raw = r.gen_bool(0.2);
+    let mut read = false;
+    if raw {
+        y += "transport: { mode: raw }\n";
+    } else {
+        let window = r.gen_range(1..=64u32);
+        let op = *pick(r, &["write", "write", "send", "read"]);
+        read = op == "read";
+        y += &format!(
+            "transport: {{ mode: rc, rc: {{ operation: {op}, timeout: {}, retry_cnt: {}, window_packets: {window}, ack_every: {}, connections: {}, recv_queue_depth: {} }} }}\n",
+            pick(r, &[0, 8, 12, 14, 20]),
+            r.gen_range(0..=7),
+            r.gen_range(1..=window.min(8)),
+            pick(r, &["per_flow", "per_host_pair"]),
+            r.gen_range(1..=8),
+        );
+        if r.gen_bool(0.3) {
+            y += &format!(
+                "cc: {{ algorithm: dcqcn, preset: {} }}\n",
+                pick(r, &["paper", "nvidia", "hpcc"])
+            );
+        }
+    }
+    if r.gen_bool(0.25) {
+        y += &format!(
+            "faults: {{ ber: {}, drop_probability: {} }}\n",
+            pick(r, &["0", "1e-9", "1e-6"]),
+            pick(r, &["0", "0.0001", "0.01"])
+        );
+    }
+    let host = r.gen_bool(0.2);
+    if host {
+        y += &format!(
+            "host: {{ posting: {}, memory: {}, completion: {}, doorbell_batch: {}, blueflame: {} }}\n",
+            pick(r, &["cpu", "cpu_gdr", "cpu_proxy", "gpu"]),
+            pick(r, &["host", "gpu"]),
+            pick(r, &["poll", "interrupt"]),
+            r.gen_range(1..=8),
+            r.gen_bool(0.5)
+        );
+    }
+    // Hosts of plane 0 (every item stays in one plane).
+    let first_leaf_hosts: u32 = hosts_per_leaf
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .map(|n| n.parse::<u32>().unwrap())
+        .next()
+        .unwrap();
+    let plane0: u32 = if hosts_per_leaf.starts_with('[') {
+        hosts_per_leaf
+            .trim_matches(|c| c == '[' || c == ']')
+            .split(", ")
+            .take((leaves / planes) as usize)
+            .map(|n| n.parse::<u32>().unwrap())
+            .sum()
+    } else {
+        first_leaf_hosts * leaves / planes
+    };
+    y += "workload:\n";
+    let sizes = ["1B", "100B", "4KiB", "64KiB", "256KiB"];
+    let mut items = 0;
+    for _ in 0..r.gen_range(1..=3) {
+        let kind = r.gen_range(0..8);
+        let spread = planes == 1;
+        let start = pick(r, &["0us", "10us", "300us"]);
+        let h = |r: &mut StdRng| r.gen_range(0..plane0.max(1));
+        let item = match kind {
+            0 if plane0 >= 2 => {
+                let a = h(r);
+                let b = (a + 1 + r.gen_range(0..plane0 - 1)) % plane0;
+                format!(
+                    "  - flows: [{{ src: {a}, dst: {b}, size: {}, start: {start} }}]\n",
+                    pick(r, &sizes)
+                )
+            }
+            1 if spread => format!(
+                "  - permutation: {{ size: {}, start: {start} }}\n",
+                pick(r, &sizes)
+            ),
+            2 if spread => format!(
+                "  - incast: {{ senders: 1, receiver: 0, size: {}, start: {start} }}\n",
+                pick(r, &sizes)
+            ),
+            3 if spread => format!(
+                "  - all_to_all: {{ size: {}, start: {start} }}\n",
+                pick(r, &["1B", "4KiB"])
+            ),
+            4 if plane0 >= 2 => format!(
+                "  - stream: {{ src: 0, dst: 1, size: {}, count: {}, interval: {} }}\n",
+                pick(r, &sizes),
+                r.gen_range(1..=20),
+                pick(r, &["0us", "1us", "50us"])
+            ),
+            5 if plane0 >= 2 => format!(
+                "  - ping_pong: {{ hosts: [0, 1], size: {}, iterations: {} }}\n",
+                pick(r, &sizes),
+                r.gen_range(1..=5)
+            ),
+            6 if plane0 >= 2 => format!(
+                "  - poisson: {{ load: {}, sizes: {{ uniform: [1B, 64KiB] }}, until: 200us, src_hosts: [0], dst_hosts: [1] }}\n",
+                pick(r, &["0.1", "0.5", "1.0"])
+            ),
+            7 if spread && !raw && !read && !host => format!(
+                "  - collective: {{ op: {}, algorithm: {}, size: {}, iters: 1, warmup_iters: 0, channels: {} }}\n",
+                pick(r, &["allreduce", "allgather", "reduce_scatter", "broadcast"]),
+                "ring",
+                pick(r, &["4KiB", "64KiB"]),
+                r.gen_range(1..=2)
+            ),
+            _ => continue,
+        };
+        y += &item;
+        items += 1;
+    }
+    if items == 0 {
+        y += "  - incast: { senders: 1, receiver: 0, size: 4KiB }\n";
+    }
+    y
+}
+
+/// What one case did.
+enum Case {
+    Refused,
+    Ran,
+}
+
+/// Runs one case: refused, or run twice with every invariant held, the same summary
+/// both times, and no more than `max_events` events.
+fn check(yaml: &str, twice: bool, max_events: u64) -> Result<Case, String> {
+    let sc = match parse_str(yaml, "fuzz.yaml", "fuzz", &Overrides::default()) {
+        Ok(sc) => sc,
+        Err(e) => {
+            let shown = e.to_string();
+            if !shown.starts_with("fuzz.yaml:") {
+                return Err(format!("an error without a position: {shown}"));
+            }
+            return Ok(Case::Refused);
+        }
+    };
+    let one = || {
+        catch_unwind(AssertUnwindSafe(|| {
+            let out = run(&sc);
+            let s = summarize(&sc, &out);
+            (serde_json::to_string(&s).unwrap(), s, out.events)
+        }))
+        .map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+    };
+    let (json, s, events) = one().map_err(|m| format!("panicked: {m}"))?;
+    if !s.invariants.held() {
+        return Err(format!("invariants broken: {:?}", s.invariants.violations));
+    }
+    if events > max_events {
+        return Err(format!(
+            "{events} events, more than the {max_events} budgeted"
+        ));
+    }
+    if twice {
+        let (again, _, _) = one().map_err(|m| format!("panicked the second time: {m}"))?;
+        if again != json {
+            return Err("two runs of the same scenario and seed differ".into());
+        }
+    }
+    Ok(Case::Ran)
+}
+
+fn fuzz(seed: u64, cases: u32, max_events: u64, progress: bool) -> (u32, u32) {
+    let mut r = StdRng::seed_from_u64(seed);
+    let (mut ran, mut refused) = (0, 0);
+    for i in 0..cases {
+        let yaml = generate(&mut r);
+        if progress {
+            eprintln!("case {i}");
+        }
+        match check(&yaml, i % 10 == 0, max_events) {
+            Ok(Case::Ran) => ran += 1,
+            Ok(Case::Refused) => refused += 1,
+            Err(e) => panic!("fuzz case {i} (seed {seed}): {e}\n{yaml}"),
+        }
+    }
+    (ran, refused)
+}
+
+/// 120 cases from seed 1; most must be valid (the generator follows the schema), so the
+/// slice exercises the model and not only validation.
+#[test]
+fn ci_slice() {
+    let (ran, refused) = fuzz(1, 120, 3_000_000, false);
+    println!("fuzz ci slice: {ran} ran, {refused} refused");
+    assert!(ran >= 80, "only {ran} of 120 cases ran ({refused} refused)");
+}
+
+#[test]
+#[ignore = "long: run on demand"]
+fn long_run() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (cases, seed) = (
+        env("DOORBELL_FUZZ_CASES", 10_000),
+        env("DOORBELL_FUZZ_SEED", 7),
+    );
+    let (ran, refused) = fuzz(seed, cases as u32, 50_000_000, true);
+    println!("fuzz seed {seed}: {ran} ran, {refused} refused, no failure");
+}
+
+#[test]
+fn regressions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "the kept cases are in {}", dir.display());
+    for f in files {
+        let yaml = std::fs::read_to_string(&f).unwrap();
+        let refuse = yaml.starts_with("# expect: refused");
+        match check(&yaml, false, 50_000_000) {
+            Ok(Case::Refused) if refuse => {}
+            Ok(Case::Ran) if !refuse => {}
+            Ok(_) => panic!(
+                "{}: expected {}",
+                f.display(),
+                if refuse { "a refusal" } else { "a run" }
+            ),
+            Err(e) => panic!("{}: {e}", f.display()),
+        }
+    }
+}
+
+/// Prints case `DOORBELL_FUZZ_CASE` of seed `DOORBELL_FUZZ_SEED` (to reproduce one with
+/// `doorbell run`): `DOORBELL_FUZZ_SEED=7 DOORBELL_FUZZ_CASE=62 cargo test --release
+/// --test suite fuzz::print_case -- --ignored --nocapture`.
+#[test]
+#[ignore = "a tool: prints one case"]
+fn print_case() {
+    let env = |k: &str| -> u64 {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut r = StdRng::seed_from_u64(env("DOORBELL_FUZZ_SEED"));
+    let mut yaml = String::new();
+    for _ in 0..=env("DOORBELL_FUZZ_CASE") {
+        yaml = generate(&mut r);
+    }
+    println!("{yaml}");
+}

@@ -1,0 +1,125 @@
+//! The end-of-run checks (`metrics::invariants`) and the validation that keeps runs
+//! within them: each rule fires on a run made to break it, stalls carry their reason,
+//! and inputs that could only stall or run past the clock are refused.
+
+use crate::common::scenario;
+use doorbell::metrics::summarize;
+use doorbell::scenario::{parse_str, Overrides};
+use doorbell::sim::run;
+use doorbell::units::{SimDuration, SimTime};
+
+const PAIR: &str = "
+topology: { leaves: 2, spines: 1, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+flow_control: { mode: pfc }
+workload:
+  - flows: [{ src: 0, dst: 2, size: 64KiB }, { src: 1, dst: 3, size: 64KiB }]
+";
+
+fn rules(s: &doorbell::metrics::Summary) -> Vec<&'static str> {
+    s.invariants.violations.iter().map(|v| v.rule).collect()
+}
+
+/// A clean run holds every rule; each tampering breaks exactly the rule it targets.
+#[test]
+fn each_rule_fires_on_a_run_that_breaks_it() {
+    let sc = scenario(PAIR);
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert!(s.invariants.held(), "{:?}", s.invariants.violations);
+    assert_eq!(s.invariants.checked.len(), 7);
+
+    let mut o = run(&sc);
+    o.ports[0].drops[0] = 3;
+    assert_eq!(rules(&summarize(&sc, &o)), ["lossless_no_drop"]);
+
+    let mut o = run(&sc);
+    o.flows[1].delivered += 1;
+    assert_eq!(rules(&summarize(&sc, &o)), ["delivered_within_size"]);
+
+    let mut o = run(&sc);
+    let f = &mut o.flows[0];
+    f.finish = Some(SimTime(f.def.start.0 + f.ideal.0 - 1));
+    assert_eq!(rules(&summarize(&sc, &o)), ["fct_at_least_ideal"]);
+
+    let mut o = run(&sc);
+    o.flows[0].finish = Some(o.end + SimDuration(1));
+    assert_eq!(rules(&summarize(&sc, &o)), ["finish_within_run"]);
+
+    let mut o = run(&sc);
+    o.stalled = true;
+    o.flows[0].outcome = doorbell::sim::Outcome::Pending;
+    assert_eq!(rules(&summarize(&sc, &o)), ["stall_has_reason"]);
+
+    let mut o = run(&sc);
+    o.horizon_reached = true;
+    assert_eq!(rules(&summarize(&sc, &o)), ["time_within_horizon"]);
+
+    let mut o = run(&sc);
+    o.livelock = true;
+    assert_eq!(rules(&summarize(&sc, &o)), ["time_advances"]);
+}
+
+/// A raw-transport run that loses packets stalls, and says why for each flow.
+#[test]
+fn a_stall_names_its_reason() {
+    let sc = scenario(
+        "
+topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps } }
+transport: { mode: raw }
+faults: { ber: 1e-7 }
+workload:
+  - flows: [{ src: 0, dst: 1, size: 4MiB }, { src: 2, dst: 3, size: 4MiB }]
+",
+    );
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    assert!(s.stalled);
+    assert!(s.invariants.held(), "{:?}", s.invariants.violations);
+    assert_eq!(s.invariants.stalls.len(), 2);
+    for st in &s.invariants.stalls {
+        assert_eq!(
+            st.reason,
+            "a packet of it was lost and bare packets are never resent"
+        );
+    }
+}
+
+fn rejected(yaml: &str) -> String {
+    match parse_str(yaml, "m.yaml", "m", &Overrides::default()) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Regressions from issue 19's fuzz: `ack_every` above `window_packets` deadlocked
+/// without any loss (a 1 MB flow took 128.8 s of timeouts); a long stream ran the
+/// picosecond clock past its end.
+#[test]
+fn inputs_that_could_only_stall_or_overflow_are_refused() {
+    let base = "
+topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 1Gbps } }
+transport: { rc: { window_packets: 4, ack_every: 8 } }
+workload:
+  - flows: [{ src: 0, dst: 1, size: 1MB }]
+";
+    let e = rejected(base);
+    assert!(
+        e.contains("transport.rc.ack_every: ack_every 8 is above window_packets 4")
+            && e.contains("use at most 4"),
+        "{e}"
+    );
+    scenario(&base.replace("ack_every: 8", "ack_every: 4"));
+    // 20 million 1 MiB messages (256 packets of 26 B overhead each) at 1 Gb/s: 168,837 s.
+    let e = rejected(
+        &base
+            .replace(
+                "flows: [{ src: 0, dst: 1, size: 1MB }]",
+                "stream: { src: 0, dst: 1, size: 1MiB, count: 20000000 }",
+            )
+            .replace("ack_every: 8", "ack_every: 1"),
+    );
+    assert!(
+        e.contains("workload[0]: the stream's messages take at least 168837 s at 1Gbps after the start; a run may last at most a simulated day"),
+        "{e}"
+    );
+}
