@@ -104,14 +104,18 @@ pub fn ideal_fct_on_path(
 }
 
 /// [`ideal_fct_on_path`] where hop `j` has `lanes[j]` identical parallel links and a
-/// packet may take any of them (per-packet routing). Hop by hop, packets are queued in
-/// the order they reach the hop (their tail, or with cut-through their header, as a
-/// switch's FIFO queue takes them), and each takes the lane that frees first. So a hop
-/// of slow links in parallel paces the flow at their sum (the host link, or the
-/// parallel paths, whichever binds), a packet may overtake another on a freer lane, and
-/// the flow ends when its last-arriving packet arrives. Each hop chooses on its own (a
-/// relaxation of the coupling between a spine and its links down). With one lane
-/// everywhere it is the single-path flow-shop recurrence, exactly.
+/// packet may take any of them (per-packet routing). A lower bound for any routing, the
+/// larger of two:
+/// - every packet alone on a lane of its own at each multi-lane hop, queued in the order
+///   it arrives (its tail, or with cut-through its header, as a switch's FIFO queue takes
+///   it) at single-lane hops: a packet may overtake another, and the flow ends when its
+///   last-arriving packet arrives;
+/// - at each multi-lane hop, all the flow's bytes at the lanes' summed rate from the
+///   first packet's arrival there, then the cables and switch latencies that remain.
+///
+/// So a hop of slow links in parallel paces the flow at their sum (the host link, or the
+/// parallel paths, whichever binds). With one lane everywhere it is the single-path
+/// flow-shop recurrence, exactly.
 #[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_lanes(
     links: &[LinkParams],
@@ -165,6 +169,8 @@ pub fn ideal_fct_on_lanes(
     let mut order: Vec<usize> = (0..n).collect();
     let mut queued = vec![0u64; n];
     let mut ready = vec![0u64; n];
+    let total_wire: u64 = wire.iter().sum();
+    let mut capacity_bound = 0u64;
     for j in 1..links.len() {
         let prop = links[j - 1].latency.0;
         for i in 0..n {
@@ -181,20 +187,34 @@ pub fn ideal_fct_on_lanes(
                 }
             };
         }
-        // The switch queues packets as they come in; each takes the lane that frees first.
-        order.sort_by_key(|&i| (queued[i], i));
-        let mut lane_free = vec![0u64; (lanes[j].max(1) as usize).min(n)];
-        for &i in &order {
-            let l = (0..lane_free.len())
-                .min_by_key(|&l| (lane_free[l], l))
-                .expect("a hop has a lane");
-            start[i] = ready[i].max(lane_free[l]);
-            end[i] = start[i] + serialization_delay(wire[i], links[j].rate).0;
-            lane_free[l] = end[i];
+        if lanes[j] > 1 {
+            // Parallel lanes: each packet as if alone on one ...
+            for i in 0..n {
+                start[i] = ready[i];
+                end[i] = start[i] + serialization_delay(wire[i], links[j].rate).0;
+            }
+            // ... and all of the bytes at the lanes' summed rate from the first arrival,
+            // then the cables and switches that remain.
+            let first = ready.iter().copied().min().unwrap_or(0);
+            let summed = crate::units::BitsPerSec(links[j].rate.0 * lanes[j] as u64);
+            let rest: u64 = links[j..].iter().map(|l| l.latency.0).sum::<u64>()
+                + (links.len() - 1 - j) as u64 * switch_lat.0;
+            capacity_bound =
+                capacity_bound.max(first + serialization_delay(total_wire, summed).0 + rest);
+        } else {
+            // One link: the switch queues packets as they come in.
+            order.sort_by_key(|&i| (queued[i], i));
+            let mut free = 0u64;
+            for &i in &order {
+                start[i] = ready[i].max(free);
+                end[i] = start[i] + serialization_delay(wire[i], links[j].rate).0;
+                free = end[i];
+            }
         }
     }
     let prop = links[links.len() - 1].latency.0;
-    SimDuration(end.iter().map(|&e| e + prop).max().unwrap_or(0))
+    let alone = end.iter().map(|&e| e + prop).max().unwrap_or(0);
+    SimDuration(alone.max(capacity_bound))
 }
 
 /// Round-trip time of one full packet and a minimal reply over a path: the time the
