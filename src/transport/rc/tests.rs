@@ -26,6 +26,13 @@ fn ack(psn: u32) -> AckInfo {
     }
 }
 
+fn nak_seq(psn: u32) -> AckInfo {
+    AckInfo {
+        kind: AckKind::NakSeq,
+        ..ack(psn)
+    }
+}
+
 #[test]
 fn psn_arithmetic_wraps_at_24_bits() {
     assert_eq!(psn_add(PSN_MASK, 1), 0);
@@ -136,15 +143,7 @@ fn nak_seq_goes_back_to_the_naked_psn() {
     let mut r = Requester::new(params(), 0);
     r.post(1, Op::Write, 5000);
     assert_eq!(drain(&mut r, T0).len(), 5);
-    r.handle_ack(
-        SimTime(5),
-        AckInfo {
-            kind: AckKind::NakSeq,
-            psn: 2,
-            credits: 0,
-            rnr_code: 0,
-        },
-    );
+    r.handle_ack(SimTime(5), nak_seq(2));
     let again = drain(&mut r, SimTime(5));
     assert_eq!(
         again.iter().map(|p| p.psn).collect::<Vec<_>>(),
@@ -205,15 +204,7 @@ fn a_queue_pair_failed_by_a_nak_has_no_timer_left() {
     r.post(1, Op::Write, 5000);
     drain(&mut r, T0);
     assert!(r.next_timeout().is_some(), "the ACK timer runs");
-    r.handle_ack(
-        SimTime(5),
-        AckInfo {
-            kind: AckKind::NakSeq,
-            psn: 2,
-            credits: 0,
-            rnr_code: 0,
-        },
-    );
+    r.handle_ack(SimTime(5), nak_seq(2));
     assert_eq!(r.state(), QpState::Error);
     assert_eq!(r.pop_completion().unwrap().status, WcStatus::RetryExceeded);
     assert_eq!(r.next_timeout(), None);
