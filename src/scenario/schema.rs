@@ -420,6 +420,35 @@ pub enum HostsPerLeaf {
     Each(Vec<u32>),
 }
 
+/// One leaf's host count in a `hosts_per_leaf` list.
+struct HostCount(u32);
+
+impl<'de> Deserialize<'de> for HostCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = HostCount;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a whole number of hosts under this leaf")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<HostCount, E> {
+                u32::try_from(n)
+                    .map(HostCount)
+                    .map_err(|_| E::custom(format!("{n} hosts under a leaf is too many")))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<HostCount, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!(
+                        "expected a whole number of hosts under this leaf, found {n}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 impl<'de> Deserialize<'de> for HostsPerLeaf {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -442,10 +471,7 @@ impl<'de> Deserialize<'de> for HostsPerLeaf {
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<HostsPerLeaf, A::Error> {
                 let mut v = Vec::new();
-                while let Some(n) = a.next_element::<u64>()? {
-                    let n = u32::try_from(n).map_err(|_| {
-                        de::Error::custom(format!("{n} hosts under a leaf is too many"))
-                    })?;
+                while let Some(HostCount(n)) = a.next_element::<HostCount>()? {
                     v.push(n);
                 }
                 Ok(HostsPerLeaf::Each(v))

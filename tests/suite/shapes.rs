@@ -199,6 +199,11 @@ workload:
         e.contains("topology.hosts_per_leaf[1]: expected 1 to 4096 hosts under a leaf, found 0"),
         "{e}"
     );
+    let e = rejected(&yaml("[4, 2.5, 2]"));
+    assert!(
+        e.contains("topology.hosts_per_leaf[1]: invalid type: floating point `2.5`, expected a whole number of hosts under this leaf"),
+        "{e}"
+    );
     let e = rejected(&yaml("four"));
     assert!(
         e.contains("expected a host count (`8`) or one count per leaf (`[8, 8, 4]`)"),
