@@ -88,9 +88,8 @@ pub fn ideal_fct_on_path(
     last_extra: u64,
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
-    ideal_fct_on_lanes(
+    single_path(
         links,
-        &vec![1; links.len()],
         switch_lat,
         forwarding,
         mtu,
@@ -101,6 +100,72 @@ pub fn ideal_fct_on_path(
         last_extra,
         dma,
     )
+}
+
+/// The single-path flow-shop recurrence (memory per hop, not per packet).
+#[allow(clippy::too_many_arguments)]
+fn single_path(
+    links: &[LinkParams],
+    switch_lat: SimDuration,
+    forwarding: Forwarding,
+    mtu: u64,
+    overhead: u64,
+    header: u64,
+    size: u64,
+    first_extra: u64,
+    last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
+    assert!(!links.is_empty() && mtu > 0);
+    let mut prev_start0 = 0u64;
+    let mut prev_payload = 0u64;
+    let n = size.div_ceil(mtu).max(1);
+    let hops = links.len();
+    // end[j]: when the previous packet finished serializing on hop j.
+    let mut prev_end = vec![0u64; hops];
+    let mut last_arrival = 0u64;
+    for i in 0..n {
+        let payload = if i + 1 == n {
+            size - (n - 1) * mtu
+        } else {
+            mtu
+        };
+        let mut wire = payload + overhead;
+        if i == 0 {
+            wire += first_extra;
+        } else if i + 1 == n {
+            wire += last_extra;
+        }
+        let mut start = if i == 0 { 0 } else { prev_end[0] };
+        if let (Some(bw), true) = (dma, i > 0) {
+            start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
+        }
+        prev_start0 = start;
+        prev_payload = payload;
+        for j in 0..hops {
+            let ser = serialization_delay(wire, links[j].rate).0;
+            let end = start + ser;
+            prev_end[j] = end;
+            let prop = links[j].latency.0;
+            if j + 1 == hops {
+                last_arrival = end + prop;
+            } else {
+                let ready = match forwarding {
+                    Forwarding::StoreAndForward => end + prop + switch_lat.0,
+                    Forwarding::CutThrough => {
+                        let head = start + serialization_delay(header, links[j].rate).0 + prop;
+                        let tail = end + prop;
+                        let ser_next = serialization_delay(wire, links[j + 1].rate).0;
+                        (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
+                    }
+                };
+                // The next hop's port is free once it finished the previous packet (its
+                // end was stored when that packet was processed).
+                start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
+            }
+        }
+    }
+    SimDuration(last_arrival)
 }
 
 /// [`ideal_fct_on_path`] where hop `j` has `lanes[j]` identical parallel links and a
@@ -131,6 +196,37 @@ pub fn ideal_fct_on_lanes(
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
     assert!(!links.is_empty() && mtu > 0 && lanes.len() == links.len());
+    if lanes.iter().all(|&l| l <= 1) {
+        return single_path(
+            links,
+            switch_lat,
+            forwarding,
+            mtu,
+            overhead,
+            header,
+            size,
+            first_extra,
+            last_extra,
+            dma,
+        );
+    }
+    if size.div_ceil(mtu) > LANE_PACKETS {
+        // Too many packets to follow one by one: the same kind of bound from the first
+        // and the last packet alone and each hop's capacity (memory per hop).
+        return lane_bounds(
+            links,
+            lanes,
+            switch_lat,
+            forwarding,
+            mtu,
+            overhead,
+            header,
+            size,
+            first_extra,
+            last_extra,
+            dma,
+        );
+    }
     let n = size.div_ceil(mtu).max(1) as usize;
     let payload = |i: usize| {
         if i + 1 == n {
@@ -217,6 +313,98 @@ pub fn ideal_fct_on_lanes(
     SimDuration(alone.max(capacity_bound))
 }
 
+/// Packets a multi-lane ideal follows one by one (above it, [`lane_bounds`]).
+const LANE_PACKETS: u64 = 1 << 16;
+
+/// A lower bound for a flow of many packets over parallel lanes, in memory per hop: the
+/// largest of (a) its last packet, which leaves the sender after every other packet's
+/// serialization, alone on the path; (b) at each hop, every byte at the hop's summed rate
+/// from the first packet's arrival there (alone), then the cables and switches that
+/// remain.
+#[allow(clippy::too_many_arguments)]
+fn lane_bounds(
+    links: &[LinkParams],
+    lanes: &[u32],
+    switch_lat: SimDuration,
+    forwarding: Forwarding,
+    mtu: u64,
+    overhead: u64,
+    header: u64,
+    size: u64,
+    first_extra: u64,
+    last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
+    let n = size.div_ceil(mtu).max(1);
+    let wire_of = |i: u64| {
+        let payload = if i + 1 == n {
+            size - (n - 1) * mtu
+        } else {
+            mtu
+        };
+        payload
+            + overhead
+            + if i == 0 {
+                first_extra
+            } else if i + 1 == n {
+                last_extra
+            } else {
+                0
+            }
+    };
+    // One packet alone from `t0` on the first hop: its ready time at each hop, and its
+    // arrival at the end.
+    let alone = |wire: u64, t0: u64| -> (Vec<u64>, u64) {
+        let mut ready = vec![t0];
+        let (mut start, mut end) = (t0, t0 + serialization_delay(wire, links[0].rate).0);
+        for j in 1..links.len() {
+            let prop = links[j - 1].latency.0;
+            let tail = end + prop;
+            let r = match forwarding {
+                Forwarding::StoreAndForward => tail + switch_lat.0,
+                Forwarding::CutThrough => {
+                    let head = start + serialization_delay(header, links[j - 1].rate).0 + prop;
+                    let ser_next = serialization_delay(wire, links[j].rate).0;
+                    (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
+                }
+            };
+            ready.push(r);
+            start = r;
+            end = r + serialization_delay(wire, links[j].rate).0;
+        }
+        (ready, end + links[links.len() - 1].latency.0)
+    };
+    // (a) The last packet leaves the sender after all the others were serialized (and,
+    // with `dma`, read).
+    // Packet i + 1 starts a step after packet i: its serialization, or with `dma` the
+    // time to read its (full) payload, whichever is longer; the middle packets are alike.
+    let step = |i: u64| {
+        let ser = serialization_delay(wire_of(i), links[0].rate).0;
+        dma.map_or(ser, |bw| ser.max(serialization_delay(mtu, bw).0))
+    };
+    let t_last = if n == 1 {
+        0
+    } else {
+        step(0) + (n - 2) * step(1)
+    };
+    let (_, last) = alone(wire_of(n - 1), t_last);
+    // (b) Each hop's capacity from the first packet's arrival.
+    let (first, _) = alone(wire_of(0), 0);
+    let total: u64 = if n == 1 {
+        wire_of(0)
+    } else {
+        wire_of(0) + (n - 2) * wire_of(1) + wire_of(n - 1)
+    };
+    let mut bound = last;
+    for j in 0..links.len() {
+        let summed = crate::units::BitsPerSec(links[j].rate.0 * lanes[j].max(1) as u64);
+        let rest: u64 = links[j..].iter().map(|l| l.latency.0).sum::<u64>()
+            + (links.len() - 1 - j) as u64 * switch_lat.0;
+        bound = bound.max(first[j] + serialization_delay(total, summed).0 + rest);
+    }
+    SimDuration(bound)
+}
+
 /// Round-trip time of one full packet and a minimal reply over a path: the time the
 /// bandwidth-delay product is measured over (propagation both ways, switch latency both
 /// ways, serialization of the data packet and of a header-only reply at every hop,
@@ -273,6 +461,57 @@ mod tests {
             None,
         );
         assert_eq!(t.0, 4 * 82_080 + 3 * 300_000 + 4 * 1_000_000);
+    }
+
+    /// The many-packet bound (memory per hop) is a lower bound no higher than following
+    /// every packet, and close to it: 400G host over 4 x 100G lanes, 3,000 packets, both
+    /// forwarding modes, with and without a slow payload DMA.
+    #[test]
+    fn the_many_packet_lane_bound_stays_below_and_near_the_packet_by_packet_one() {
+        let links = [
+            link(400, 500),
+            link(100, 500),
+            link(100, 500),
+            link(400, 500),
+        ];
+        let lanes = [1, 4, 4, 1];
+        for fwd in [Forwarding::StoreAndForward, Forwarding::CutThrough] {
+            for dma in [None, Some(BitsPerSec(200_000_000_000))] {
+                let each = ideal_fct_on_lanes(
+                    &links,
+                    &lanes,
+                    SimDuration::from_ns(300),
+                    fwd,
+                    4096,
+                    26,
+                    20,
+                    3000 * 4096 - 100,
+                    16,
+                    4,
+                    dma,
+                )
+                .0;
+                let bound = lane_bounds(
+                    &links,
+                    &lanes,
+                    SimDuration::from_ns(300),
+                    fwd,
+                    4096,
+                    26,
+                    20,
+                    3000 * 4096 - 100,
+                    16,
+                    4,
+                    dma,
+                )
+                .0;
+                assert!(bound <= each, "{fwd:?} {dma:?}: {bound} > {each}");
+                assert!(
+                    bound as f64 > 0.995 * each as f64,
+                    "{fwd:?} {dma:?}: {bound} vs {each}"
+                );
+            }
+        }
     }
 
     #[test]

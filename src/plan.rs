@@ -229,7 +229,8 @@ pub fn plan_str(
             e
         })?;
         let t = &sc.topology;
-        let links = t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+        // Leaf-spine cables: each leaf to its plane's spines.
+        let links = t.leaves as u64 * t.uplinks_per_leaf() as u64;
         p.candidates.push(Candidate {
             spines: t.spines,
             links,

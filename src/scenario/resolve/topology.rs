@@ -115,7 +115,9 @@ pub fn resolve(t: &TopologySpec) -> VResult<Topology> {
             }
         }
     }
-    let ports = 2 * hosts + 2 * t.leaves as u64 * t.spines as u64 * t.links_per_spine as u64;
+    // Each leaf links to its own plane's spines only.
+    let ports =
+        2 * hosts + 2 * t.leaves as u64 * (t.spines / t.planes) as u64 * t.links_per_spine as u64;
     if ports > MAX_PORTS {
         return err(
             "topology",

@@ -327,14 +327,23 @@ pub fn resolve(
         // (item's start, bytes over its busiest host link, what that is)
         let (start, bytes, what) = match w {
             Workload::Flows(list) => {
-                let mut per: std::collections::HashMap<(u32, bool), u128> = Default::default();
+                // Per host link: its earliest flow's start and all its bytes.
+                let mut per: std::collections::HashMap<(u32, bool), (SimDuration, u128)> =
+                    Default::default();
                 for f in list {
-                    *per.entry((f.src, true)).or_default() += wire(f.size);
-                    *per.entry((f.dst, false)).or_default() += wire(f.size);
+                    for key in [(f.src, true), (f.dst, false)] {
+                        let e = per.entry(key).or_insert((f.start, 0));
+                        e.0 = e.0.min(f.start);
+                        e.1 += wire(f.size);
+                    }
                 }
-                let last = list.iter().map(|f| f.start).max().unwrap_or_default();
-                let most = per.values().copied().max().unwrap_or(0);
-                (last, most, "its flows over one host link")
+                let rate = topology.host_link.rate.0 as u128;
+                let (start, bytes) = per
+                    .values()
+                    .copied()
+                    .max_by_key(|&(s, b)| s.0 as u128 + b * 8 * 1_000_000_000_000 / rate)
+                    .unwrap_or_default();
+                (start, bytes, "its flows over one host link")
             }
             Workload::Incast {
                 senders,
