@@ -45,19 +45,17 @@ pub fn ideal_fct_paced(
         } else {
             vec![1; links.len()]
         };
-        ideal_fct_on_lanes(
-            &links,
-            &lanes,
-            sc.switch.latency,
-            sc.switch.forwarding,
-            sc.mtu,
-            sc.encapsulation.overhead_bytes(),
-            sc.encapsulation.header_bytes(),
-            bytes,
+        let timing = Timing {
+            switch_lat: sc.switch.latency,
+            forwarding: sc.switch.forwarding,
+            mtu: sc.mtu,
+            overhead: sc.encapsulation.overhead_bytes(),
+            header: sc.encapsulation.header_bytes(),
             first_extra,
             last_extra,
             dma,
-        )
+        };
+        ideal_fct_on_lanes(&links, &lanes, &timing, bytes)
     };
     match &sc.transport {
         Transport::Raw => on(src, dst, size, 0, 0),
@@ -77,34 +75,6 @@ pub fn ideal_fct_paced(
 /// predecessor's start plus the time to read that predecessor's payload at `dma`.
 #[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_path(
-    links: &[LinkParams],
-    switch_lat: SimDuration,
-    forwarding: Forwarding,
-    mtu: u64,
-    overhead: u64,
-    header: u64,
-    size: u64,
-    first_extra: u64,
-    last_extra: u64,
-    dma: Option<crate::units::BitsPerSec>,
-) -> SimDuration {
-    single_path(
-        links,
-        switch_lat,
-        forwarding,
-        mtu,
-        overhead,
-        header,
-        size,
-        first_extra,
-        last_extra,
-        dma,
-    )
-}
-
-/// The single-path flow-shop recurrence (memory per hop, not per packet).
-#[allow(clippy::too_many_arguments)]
-fn single_path(
     links: &[LinkParams],
     switch_lat: SimDuration,
     forwarding: Forwarding,
@@ -168,6 +138,40 @@ fn single_path(
     SimDuration(last_arrival)
 }
 
+/// How a flow's packets are made and forwarded: what an ideal FCT needs besides the
+/// path and the flow's size (see [`ideal_fct_on_path`] for each field's meaning).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub switch_lat: SimDuration,
+    pub forwarding: Forwarding,
+    pub mtu: u64,
+    pub overhead: u64,
+    pub header: u64,
+    pub first_extra: u64,
+    pub last_extra: u64,
+    pub dma: Option<crate::units::BitsPerSec>,
+}
+
+impl Timing {
+    /// Packet `i` of the `n` a flow of `size` bytes makes: its payload and its bytes on
+    /// the wire (the first and the last carry their extension headers).
+    fn packet(&self, size: u64, n: u64, i: u64) -> (u64, u64) {
+        let payload = if i + 1 == n {
+            size - (n - 1) * self.mtu
+        } else {
+            self.mtu
+        };
+        let extra = if i == 0 {
+            self.first_extra
+        } else if i + 1 == n {
+            self.last_extra
+        } else {
+            0
+        };
+        (payload, payload + self.overhead + extra)
+    }
+}
+
 /// [`ideal_fct_on_path`] where hop `j` has `lanes[j]` identical parallel links and a
 /// packet may take any of them (per-packet routing). A lower bound for any routing, the
 /// larger of two:
@@ -181,23 +185,25 @@ fn single_path(
 /// So a hop of slow links in parallel paces the flow at their sum (the host link, or the
 /// parallel paths, whichever binds). With one lane everywhere it is the single-path
 /// flow-shop recurrence, exactly.
-#[allow(clippy::too_many_arguments)]
 pub fn ideal_fct_on_lanes(
     links: &[LinkParams],
     lanes: &[u32],
-    switch_lat: SimDuration,
-    forwarding: Forwarding,
-    mtu: u64,
-    overhead: u64,
-    header: u64,
+    timing: &Timing,
     size: u64,
-    first_extra: u64,
-    last_extra: u64,
-    dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
+    let Timing {
+        switch_lat,
+        forwarding,
+        mtu,
+        overhead,
+        header,
+        first_extra,
+        last_extra,
+        dma,
+    } = *timing;
     assert!(!links.is_empty() && mtu > 0 && lanes.len() == links.len());
     if lanes.iter().all(|&l| l <= 1) {
-        return single_path(
+        return ideal_fct_on_path(
             links,
             switch_lat,
             forwarding,
@@ -213,40 +219,12 @@ pub fn ideal_fct_on_lanes(
     if size.div_ceil(mtu) > LANE_PACKETS {
         // Too many packets to follow one by one: the same kind of bound from the first
         // and the last packet alone and each hop's capacity (memory per hop).
-        return lane_bounds(
-            links,
-            lanes,
-            switch_lat,
-            forwarding,
-            mtu,
-            overhead,
-            header,
-            size,
-            first_extra,
-            last_extra,
-            dma,
-        );
+        return lane_bounds(links, lanes, timing, size);
     }
     let n = size.div_ceil(mtu).max(1) as usize;
-    let payload = |i: usize| {
-        if i + 1 == n {
-            size - (n as u64 - 1) * mtu
-        } else {
-            mtu
-        }
-    };
+    let payload = |i: usize| timing.packet(size, n as u64, i as u64).0;
     let wire: Vec<u64> = (0..n)
-        .map(|i| {
-            payload(i)
-                + overhead
-                + if i == 0 {
-                    first_extra
-                } else if i + 1 == n {
-                    last_extra
-                } else {
-                    0
-                }
-        })
+        .map(|i| timing.packet(size, n as u64, i as u64).1)
         .collect();
     // The first hop (the sender's own link): in order, each packet after the one before
     // and, with `dma`, no sooner than its predecessor's payload was read.
@@ -321,37 +299,17 @@ const LANE_PACKETS: u64 = 1 << 16;
 /// serialization, alone on the path; (b) at each hop, every byte at the hop's summed rate
 /// from the first packet's arrival there (alone), then the cables and switches that
 /// remain.
-#[allow(clippy::too_many_arguments)]
-fn lane_bounds(
-    links: &[LinkParams],
-    lanes: &[u32],
-    switch_lat: SimDuration,
-    forwarding: Forwarding,
-    mtu: u64,
-    overhead: u64,
-    header: u64,
-    size: u64,
-    first_extra: u64,
-    last_extra: u64,
-    dma: Option<crate::units::BitsPerSec>,
-) -> SimDuration {
+fn lane_bounds(links: &[LinkParams], lanes: &[u32], timing: &Timing, size: u64) -> SimDuration {
+    let Timing {
+        switch_lat,
+        forwarding,
+        mtu,
+        header,
+        dma,
+        ..
+    } = *timing;
     let n = size.div_ceil(mtu).max(1);
-    let wire_of = |i: u64| {
-        let payload = if i + 1 == n {
-            size - (n - 1) * mtu
-        } else {
-            mtu
-        };
-        payload
-            + overhead
-            + if i == 0 {
-                first_extra
-            } else if i + 1 == n {
-                last_extra
-            } else {
-                0
-            }
-    };
+    let wire_of = |i: u64| timing.packet(size, n, i).1;
     // One packet alone from `t0` on the first hop: its ready time at each hop, and its
     // arrival at the end.
     let alone = |wire: u64, t0: u64| -> (Vec<u64>, u64) {
@@ -477,34 +435,19 @@ mod tests {
         let lanes = [1, 4, 4, 1];
         for fwd in [Forwarding::StoreAndForward, Forwarding::CutThrough] {
             for dma in [None, Some(BitsPerSec(200_000_000_000))] {
-                let each = ideal_fct_on_lanes(
-                    &links,
-                    &lanes,
-                    SimDuration::from_ns(300),
-                    fwd,
-                    4096,
-                    26,
-                    20,
-                    3000 * 4096 - 100,
-                    16,
-                    4,
+                let timing = Timing {
+                    switch_lat: SimDuration::from_ns(300),
+                    forwarding: fwd,
+                    mtu: 4096,
+                    overhead: 26,
+                    header: 20,
+                    first_extra: 16,
+                    last_extra: 4,
                     dma,
-                )
-                .0;
-                let bound = lane_bounds(
-                    &links,
-                    &lanes,
-                    SimDuration::from_ns(300),
-                    fwd,
-                    4096,
-                    26,
-                    20,
-                    3000 * 4096 - 100,
-                    16,
-                    4,
-                    dma,
-                )
-                .0;
+                };
+                let size = 3000 * 4096 - 100;
+                let each = ideal_fct_on_lanes(&links, &lanes, &timing, size).0;
+                let bound = lane_bounds(&links, &lanes, &timing, size).0;
                 assert!(bound <= each, "{fwd:?} {dma:?}: {bound} > {each}");
                 assert!(
                     bound as f64 > 0.995 * each as f64,

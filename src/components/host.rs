@@ -226,6 +226,27 @@ pub struct HostOutput {
     pub msgs: Vec<MsgTimes>,
 }
 
+/// Posting context `id` of `nic` works for `cost` (a WQE or a doorbell write): a CPU
+/// thread's time is charged to posting, and it wakes when done.
+fn poster_busy(
+    stats: &mut NicStats,
+    mode: PostingMode,
+    cost: SimDuration,
+    now: SimTime,
+    nic: u32,
+    id: u32,
+    out: &mut Vec<HostAction>,
+) {
+    if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
+        stats.cpu_ps[CPU_POSTING] += cost.0;
+    }
+    out.push(HostAction::Wake {
+        at: now + cost,
+        nic,
+        wake: HostWake::PosterDone { nic, poster: id },
+    });
+}
+
 fn mode_index(m: PostingMode) -> usize {
     match m {
         PostingMode::Cpu => 0,
@@ -498,14 +519,7 @@ impl HostPipeline {
         }
         p.busy = true;
         p.ringing = false;
-        if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
-            n.stats.cpu_ps[CPU_POSTING] += cost.0;
-        }
-        out.push(HostAction::Wake {
-            at: now + cost,
-            nic,
-            wake: HostWake::PosterDone { nic, poster: id },
-        });
+        poster_busy(&mut n.stats, mode, cost, now, nic, id, out);
     }
 
     fn on_poster_done(&mut self, now: SimTime, nic: u32, id: u32, out: &mut Vec<HostAction>) {
@@ -565,14 +579,7 @@ impl HostPipeline {
         self.msgs[flow as usize].next_in_batch = NONE;
         if p.batch_len >= batch_max || p.queue.is_empty() {
             p.ringing = true;
-            if matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr) {
-                n.stats.cpu_ps[CPU_POSTING] += mmio.0;
-            }
-            out.push(HostAction::Wake {
-                at: now + mmio,
-                nic,
-                wake: HostWake::PosterDone { nic, poster: id },
-            });
+            poster_busy(&mut n.stats, mode, mmio, now, nic, id, out);
         } else {
             self.poster_step(now, nic, id, out);
         }

@@ -23,6 +23,15 @@ pub fn scenario_with(yaml: &str, set: &[&str]) -> Scenario {
     .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
 
+/// Parses `yaml` (as `m.yaml`), expecting validation to refuse it; returns the error as
+/// the command line shows it.
+pub fn rejected(yaml: &str) -> String {
+    match parse_str(yaml, "m.yaml", "m", &Overrides::default()) {
+        Ok(_) => panic!("accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Flow completion time of flow `flow`, picoseconds.
 pub fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
     let f = &out.flows[flow];

@@ -2,9 +2,8 @@
 //! within them: each rule fires on a run made to break it, stalls carry their reason,
 //! and inputs that could only stall or run past the clock are refused.
 
-use crate::common::scenario;
+use crate::common::{rejected, scenario};
 use doorbell::metrics::summarize;
-use doorbell::scenario::{parse_str, Overrides};
 use doorbell::sim::run;
 use doorbell::units::{SimDuration, SimTime};
 
@@ -81,13 +80,6 @@ workload:
             st.reason,
             "a packet of it was lost and bare packets are never resent"
         );
-    }
-}
-
-fn rejected(yaml: &str) -> String {
-    match parse_str(yaml, "m.yaml", "m", &Overrides::default()) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e) => e.to_string(),
     }
 }
 

@@ -3,9 +3,8 @@
 //! would have to cross planes refused before the run) and uneven leaves
 //! (`hosts_per_leaf` as a list).
 
-use crate::common::scenario;
+use crate::common::{rejected, scenario};
 use doorbell::metrics::summarize;
-use doorbell::scenario::{parse_str, Overrides};
 use doorbell::sim::run;
 
 /// 8 servers x 2 GPUs/NICs, rail-wired: rail r is hosts 8r..8r+7, on leaves 2r, 2r + 1.
@@ -58,13 +57,6 @@ fn rail_collectives_run_inside_their_planes() {
     };
     let (one, two) = (busbw(1, 2), busbw(2, 4));
     assert!((two / one - 1.0).abs() < 0.01, "one plane {one}, two {two}");
-}
-
-fn rejected(yaml: &str) -> String {
-    match parse_str(yaml, "m.yaml", "m", &Overrides::default()) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e) => e.to_string(),
-    }
 }
 
 #[test]
