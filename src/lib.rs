@@ -7,17 +7,19 @@
 //!   them; the scenario schema re-exports those types);
 //! - [`engine`]: the event queue and the one event enum;
 //! - [`scenario`]: YAML schema, validation, defaults, errors with file/line/column;
-//! - [`topology`]: the Clos fabric, port layout and routing;
-//! - [`fabric`]: ports (serialization + propagation), switch buffers, drops;
+//! - [`topology`]: the Clos fabric, port layout and next-hop tables; [`routing`]: one
+//!   policy per file;
+//! - [`components`]: egress ports, wires, ingress, switches, NICs, queue pairs and the
+//!   host pipeline, each sans-IO; [`transport`]: RC; [`cc`]: congestion control;
 //! - [`packet`]: encapsulation overheads and the packet pool;
-//! - [`host`]: the minimal line-rate sender (the seam the NIC and RC transport replace);
 //! - [`workload`]: flows, permutation, incast, all-to-all, Poisson with size CDFs,
 //!   message streams and ping-pongs;
 //! - [`nic`]: the host and NIC model's parameters and interrupt moderation;
 //! - [`collective`]: NCCL-style collectives over GPU ranks;
 //! - [`sim`]: the wiring and event dispatch;
 //! - [`analytic`]: closed forms the simulator is tested against;
-//! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table;
+//! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table; [`outdir`]:
+//!   output folders that are whole (lock, temporary names, completion marker);
 //! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged; [`plot`]: curves;
 //!   [`plan`]: the cheapest fabric that meets the targets.
 
@@ -29,6 +31,7 @@ pub mod components;
 pub mod engine;
 pub mod metrics;
 pub mod nic;
+pub mod outdir;
 pub mod packet;
 pub mod plan;
 pub mod plot;

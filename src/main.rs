@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use doorbell::metrics::{summarize, PerfReport};
+use doorbell::outdir::{self, write_atomic, Claim};
 use doorbell::report::{describe_fabric, render_summary, write_files};
 use doorbell::scenario::{self, Overrides};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ enum Cmd {
         /// Do not draw the plots.
         #[arg(long)]
         no_plot: bool,
+        /// Clear doorbell output left in the folder by a run that did not finish.
+        #[arg(long)]
+        force: bool,
     },
     /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
     Plot { dir: PathBuf },
@@ -75,6 +79,12 @@ enum Cmd {
         /// Do not draw the plots.
         #[arg(long)]
         no_plot: bool,
+        /// Clear doorbell output left in the folder by a sweep that did not finish.
+        #[arg(long, conflicts_with = "resume")]
+        force: bool,
+        /// Finish a sweep that was stopped: run only the points its folder lacks.
+        #[arg(long)]
+        resume: bool,
     },
     /// Join sweep shards into one `sweep.csv`, as the unsharded sweep writes it.
     Merge {
@@ -82,6 +92,9 @@ enum Cmd {
         dirs: Vec<PathBuf>,
         #[arg(long)]
         out: PathBuf,
+        /// Clear doorbell output left in the folder by a merge that did not finish.
+        #[arg(long)]
+        force: bool,
     },
     /// Check a scenario and print the resolved fabric.
     Validate {
@@ -139,6 +152,8 @@ fn main() -> ExitCode {
             set,
             quiet,
             no_plot,
+            force,
+            resume,
         } => sweep_cmd(SweepArgs {
             scenario,
             out,
@@ -148,22 +163,16 @@ fn main() -> ExitCode {
             overrides: Overrides { seed, set },
             quiet,
             plot: !no_plot,
+            claim: if resume {
+                Claim::Resume
+            } else if force {
+                Claim::Force
+            } else {
+                Claim::Fresh
+            },
         }),
-        Cmd::Plot { dir } => match doorbell::plot::plot_dir(&dir) {
-            Ok(files) if files.is_empty() => {
-                eprintln!("error: {}: nothing to plot (no sweep.csv, collective.csv, flows.csv, timeseries.csv or window.csv)", dir.display());
-                ExitCode::from(2)
-            }
-            Ok(files) => {
-                println!("plots    {} files in {}", files.len(), dir.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: plotting {}: {e}", dir.display());
-                ExitCode::from(1)
-            }
-        },
-        Cmd::Merge { dirs, out } => merge_cmd(&dirs, &out),
+        Cmd::Plot { dir } => plot_cmd(&dir),
+        Cmd::Merge { dirs, out, force } => merge_cmd(&dirs, &out, force),
         Cmd::Plan { scenario, set } => {
             match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
                 Ok(p) => {
@@ -184,6 +193,7 @@ fn main() -> ExitCode {
             set,
             quiet,
             no_plot,
+            force,
         } => {
             let sc = match scenario::load(&scenario, &Overrides { seed, set }) {
                 Ok(sc) => sc,
@@ -193,14 +203,16 @@ fn main() -> ExitCode {
                 }
             };
             let dir = out.unwrap_or_else(|| default_out(&scenario));
-            let drawn = run(&sc, &dir, quiet).and_then(|held| {
-                if !no_plot {
-                    doorbell::plot::plot_dir(&dir)
-                        .map_err(|e| anyhow::anyhow!("plotting {}: {e}", dir.display()))?;
+            // Claimed before the run, so a refusal costs nothing.
+            let claimed = match outdir::claim(&dir, if force { Claim::Force } else { Claim::Fresh })
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(e.exit_code());
                 }
-                Ok(held)
-            });
-            match drawn {
+            };
+            match run(&sc, &claimed, quiet, !no_plot) {
                 Ok(true) => ExitCode::SUCCESS,
                 // The results are written, but the model broke one of its own rules.
                 Ok(false) => ExitCode::from(3),
@@ -213,16 +225,36 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `sc` into `dir`; returns whether every invariant held.
-fn run(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<bool> {
+/// Draws the folder's charts (when asked) and seals it, its sealed-to-be sub-folders
+/// (`subs`) first.
+fn plot_and_seal(dir: &Path, kind: &str, subs: &[PathBuf], plot: bool) -> anyhow::Result<()> {
+    if plot {
+        doorbell::plot::plot_dir(dir)
+            .map_err(|e| anyhow::anyhow!("plotting {}: {e}", dir.display()))?;
+    }
+    for s in subs {
+        outdir::seal(s, "run").with_context(|| format!("sealing {}", s.display()))?;
+    }
+    outdir::seal(dir, kind).with_context(|| format!("sealing {}", dir.display()))
+}
+
+/// Runs `sc` into the claimed folder; returns whether every invariant held.
+fn run(
+    sc: &scenario::Scenario,
+    claimed: &outdir::OutDir,
+    quiet: bool,
+    plot: bool,
+) -> anyhow::Result<bool> {
+    let dir = claimed.path();
     if !sc.compare.is_empty() {
-        return run_compare(sc, dir, quiet);
+        return run_compare(sc, dir, quiet, plot);
     }
     let out = doorbell::sim::run(sc);
     let summary = summarize(sc, &out);
     let perf = PerfReport::new(&out);
     write_files(dir, sc, &out, &summary, &perf)
         .with_context(|| format!("writing results to {}", dir.display()))?;
+    plot_and_seal(dir, "run", &[], plot)?;
     if !quiet {
         print!("{}", render_summary(sc, &summary, &perf));
         println!(
@@ -256,10 +288,14 @@ fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> bool {
 }
 
 /// `compare:`: the same scenario once per RC parameter set, side by side.
-fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Result<bool> {
+fn run_compare(
+    sc: &scenario::Scenario,
+    dir: &Path,
+    quiet: bool,
+    plot: bool,
+) -> anyhow::Result<bool> {
     use doorbell::compare;
     let sets = compare::run_sets(sc);
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for s in &sets {
         let sub = dir.join(&s.name);
         write_files(
@@ -271,8 +307,11 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
         )
         .with_context(|| format!("writing results to {}", sub.display()))?;
     }
-    std::fs::write(dir.join("compare.csv"), compare::compare_csv(&sets))
-        .with_context(|| format!("writing {}", dir.join("compare.csv").display()))?;
+    write_atomic(
+        &dir.join("compare.csv"),
+        compare::compare_csv(&sets).as_bytes(),
+    )
+    .with_context(|| format!("writing {}", dir.join("compare.csv").display()))?;
     let windows = compare::window_rows(&sets);
     // The window table needs explicit flows to report and a window to compare with.
     let varied_window = !windows.is_empty()
@@ -280,19 +319,24 @@ fn run_compare(sc: &scenario::Scenario, dir: &Path, quiet: bool) -> anyhow::Resu
             matches!(&s.scenario.transport, scenario::Transport::Rc(rc) if rc.params.window_packets.is_some())
         });
     if varied_window {
-        std::fs::write(dir.join("window.csv"), compare::window_csv(&windows))
-            .with_context(|| format!("writing {}", dir.join("window.csv").display()))?;
+        write_atomic(
+            &dir.join("window.csv"),
+            compare::window_csv(&windows).as_bytes(),
+        )
+        .with_context(|| format!("writing {}", dir.join("window.csv").display()))?;
     }
     let host_csv = compare::host_csv(&sets);
     if let Some(csv) = &host_csv {
-        std::fs::write(dir.join("host.csv"), csv)
+        write_atomic(&dir.join("host.csv"), csv.as_bytes())
             .with_context(|| format!("writing {}", dir.join("host.csv").display()))?;
     }
     let coll_csv = compare::collective_csv(&sets);
     if let Some(csv) = &coll_csv {
-        std::fs::write(dir.join("collective.csv"), csv)
+        write_atomic(&dir.join("collective.csv"), csv.as_bytes())
             .with_context(|| format!("writing {}", dir.join("collective.csv").display()))?;
     }
+    let subs: Vec<PathBuf> = sets.iter().map(|s| dir.join(&s.name)).collect();
+    plot_and_seal(dir, "compare", &subs, plot)?;
     if !quiet {
         println!(
             "doorbell: {} (seed {}), {} RC parameter sets",
@@ -339,6 +383,7 @@ struct SweepArgs {
     overrides: Overrides,
     quiet: bool,
     plot: bool,
+    claim: Claim,
 }
 
 /// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
@@ -418,14 +463,55 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let dir = a.out.unwrap_or_else(|| {
+    let dir = a.out.clone().unwrap_or_else(|| {
         let base = default_out(&a.scenario);
         match shard {
             None => base.join("sweep"),
             Some((i, n)) => base.join(format!("sweep-shard-{i}-of-{n}")),
         }
     });
-    let jobs = plan.jobs(shard);
+    let claimed = match outdir::claim(&dir, a.claim) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let header = plan.journal_header(shard);
+    let all_jobs = plan.jobs(shard);
+    let resume = a.claim == Claim::Resume;
+    let done = match resumed_rows(&dir, resume, &claimed, &header, &plan, shard, &all_jobs) {
+        Ok(Some(rows)) => rows,
+        Ok(None) => {
+            if !a.quiet {
+                println!("{}: this sweep is already complete", dir.display());
+            }
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::from(2);
+        }
+    };
+    let journal = if resume && dir.join(outdir::JOURNAL).exists() {
+        sweep::Journal::reopen(&dir)
+    } else {
+        sweep::Journal::start(&dir, &header)
+    };
+    let journal = match journal {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.join(outdir::JOURNAL).display());
+            return ExitCode::from(1);
+        }
+    };
+    let finished: std::collections::BTreeSet<(u32, u32)> =
+        done.iter().map(|r| (r.point, r.repeat)).collect();
+    let jobs: Vec<(u32, u32)> = all_jobs
+        .iter()
+        .copied()
+        .filter(|j| !finished.contains(j))
+        .collect();
     let threads = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -444,67 +530,145 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
     let started = std::time::Instant::now();
     let events = AtomicU64::new(0);
     let keep = a.keep_points.then(|| dir.join("points"));
-    let keep_failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-    let rows = sweep::run_jobs(&plan, &jobs, threads, &|res| {
+    let failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let mut rows = sweep::run_jobs(&plan, &jobs, threads, &|res| {
         let total = events.fetch_add(res.events, Ordering::Relaxed) + res.events;
         bar.set_message(format!(
             "{:.1} M events/s",
             total as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6
         ));
         bar.inc(1);
+        let fail = |e: String| {
+            failed.lock().expect("lock").get_or_insert(e);
+        };
         if let Some(k) = &keep {
             let d = k.join(format!("p{}-r{}", res.row.point, res.row.repeat));
-            if let Err(e) = write_files(
+            let written = write_files(
                 &d,
                 &res.scenario,
                 &res.out,
                 &res.summary,
                 &PerfReport::new(&res.out),
-            ) {
-                keep_failed
-                    .lock()
-                    .expect("lock")
-                    .get_or_insert(format!("writing {}: {e}", d.display()));
+            )
+            .and_then(|()| outdir::seal(&d, "run"));
+            if let Err(e) = written {
+                fail(format!("writing {}: {e}", d.display()));
             }
+        }
+        // Recorded after its point's files, so a resumed sweep never lacks them.
+        if let Err(e) = journal.record(&res.row) {
+            fail(format!("{}: {e}", dir.join(outdir::JOURNAL).display()));
         }
     });
     bar.finish_and_clear();
-    if let Some(e) = keep_failed.lock().expect("lock").take() {
+    if let Some(e) = failed.lock().expect("lock").take() {
         eprintln!("error: {e}");
         return ExitCode::from(1);
     }
+    rows.extend(done.iter().cloned());
+    rows.sort_by_key(|r| (r.point, r.repeat));
     let file = plan.file(shard, rows);
-    if let Err(e) = sweep::write(&dir, &file) {
-        eprintln!("error: writing {}: {e}", dir.display());
-        return ExitCode::from(1);
-    }
-    if a.plot && shard.is_none() {
-        if let Err(e) = doorbell::plot::plot_dir(&dir) {
-            eprintln!("error: plotting {}: {e}", dir.display());
-            return ExitCode::from(1);
+    let finish = || -> anyhow::Result<()> {
+        sweep::write(&dir, &file).with_context(|| format!("writing {}", dir.display()))?;
+        let subs: Vec<PathBuf> = keep.iter().cloned().collect();
+        for k in &subs {
+            outdir::seal(k, "points").with_context(|| format!("sealing {}", k.display()))?;
         }
+        // Point folders are sealed as they are written; `points/` and the sweep last.
+        plot_and_seal(&dir, "sweep", &[], a.plot && shard.is_none())?;
+        std::fs::remove_file(dir.join(outdir::JOURNAL))
+            .with_context(|| format!("removing {}", dir.join(outdir::JOURNAL).display()))
+    };
+    if let Err(e) = finish() {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(1);
     }
     if !a.quiet {
         println!(
-            "doorbell: sweep of {} ({} points x {} repeats{}) on {threads} threads in {:.2} s",
+            "doorbell: sweep of {} ({} points x {} repeats{}) on {threads} threads in {:.2} s{}",
             plan.stem,
             plan.points.len(),
             plan.repeats,
             shard.map_or(String::new(), |(i, n)| format!(
                 ", shard {i} of {n}: {} runs",
-                jobs.len()
+                all_jobs.len()
             )),
-            started.elapsed().as_secs_f64()
+            started.elapsed().as_secs_f64(),
+            if done.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; resumed: {} of {} runs were already done",
+                    done.len(),
+                    all_jobs.len()
+                )
+            }
         );
         println!("results  {}/{{sweep.csv, sweep.json}}", dir.display());
     }
     ExitCode::SUCCESS
 }
 
-fn merge_cmd(dirs: &[PathBuf], out: &Path) -> ExitCode {
+/// For `sweep --resume`: the rows the folder's journal already holds (none for a fresh
+/// start), or `None` when the folder holds this sweep finished. Refuses a journal or a
+/// finished sweep of another scenario, shard or set of overrides.
+fn resumed_rows(
+    dir: &Path,
+    resume: bool,
+    claimed: &outdir::OutDir,
+    header: &doorbell::sweep::JournalHeader,
+    plan: &doorbell::sweep::SweepPlan,
+    shard: Option<(u32, u32)>,
+    jobs: &[(u32, u32)],
+) -> Result<Option<Vec<doorbell::sweep::Row>>, String> {
+    if !resume {
+        return Ok(Some(Vec::new()));
+    }
+    let Some(prev) = &claimed.previous else {
+        // Nothing finished there: the journal's rows, if any.
+        return match doorbell::sweep::read_journal(dir)? {
+            Some((h, rows)) => {
+                if &h != header {
+                    return Err(format!(
+                        "{} belongs to another sweep (scenario {}, hash {}, shard {:?}); run without --resume to start this one over",
+                        outdir::JOURNAL, h.scenario, h.hash, h.shard
+                    ));
+                }
+                let wanted: std::collections::BTreeSet<&(u32, u32)> = jobs.iter().collect();
+                Ok(Some(
+                    rows.into_iter()
+                        .filter(|r| wanted.contains(&(r.point, r.repeat)))
+                        .collect(),
+                ))
+            }
+            None => Ok(Some(Vec::new())),
+        };
+    };
+    // Resuming a folder whose output is finished: this sweep's, or refuse.
+    let same = prev.kind == "sweep"
+        && std::fs::read_to_string(dir.join("sweep.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<doorbell::sweep::SweepFile>(&t).ok())
+            .is_some_and(|f| f.hash == plan.hash && f.shard == shard.map(|(i, n)| [i, n]));
+    if same {
+        let _ = std::fs::remove_file(dir.join(outdir::JOURNAL));
+        Ok(None)
+    } else {
+        Err(format!(
+            "holds the finished output of another {}; run without --resume to replace it",
+            if prev.kind == "sweep" { "sweep" } else { "run" }
+        ))
+    }
+}
+fn merge_cmd(dirs: &[PathBuf], out: &Path, force: bool) -> ExitCode {
     use doorbell::sweep;
     let mut shards = Vec::new();
     for d in dirs {
+        // A shard stopped part-way has rows missing: refuse it rather than merge less.
+        if let Err(e) = outdir::check_whole(d) {
+            eprintln!("error: shard {e}");
+            return ExitCode::from(e.exit_code());
+        }
         let path = d.join("sweep.json");
         let parsed = std::fs::read_to_string(&path)
             .map_err(|e| e.to_string())
@@ -517,25 +681,69 @@ fn merge_cmd(dirs: &[PathBuf], out: &Path) -> ExitCode {
             }
         }
     }
-    match sweep::merge(&shards) {
-        Ok(all) => match sweep::write(out, &all) {
-            Ok(()) => {
-                println!(
-                    "merged {} shards: {} rows -> {}/{{sweep.csv, sweep.json}}",
-                    shards.len(),
-                    all.rows.len(),
-                    out.display()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: writing {}: {e}", out.display());
-                ExitCode::from(1)
-            }
-        },
+    let all = match sweep::merge(&shards) {
+        Ok(all) => all,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            return ExitCode::from(2);
+        }
+    };
+    let claimed = match outdir::claim(out, if force { Claim::Force } else { Claim::Fresh }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let written = sweep::write(claimed.path(), &all).and_then(|()| outdir::seal(out, "merge"));
+    match written {
+        Ok(()) => {
+            println!(
+                "merged {} shards: {} rows -> {}/{{sweep.csv, sweep.json}}",
+                shards.len(),
+                all.rows.len(),
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: writing {}: {e}", out.display());
+            ExitCode::from(1)
         }
     }
+}
+
+/// `plot DIR`: draws from a finished output folder only, then seals it again so that its
+/// marker lists the charts.
+fn plot_cmd(dir: &Path) -> ExitCode {
+    if !dir.is_dir() {
+        eprintln!("error: {}: no such folder", dir.display());
+        return ExitCode::from(2);
+    }
+    let marker =
+        outdir::claim(dir, Claim::Resume).and_then(|c| outdir::check_whole(dir).map(|m| (c, m)));
+    let (_claimed, marker) = match marker {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let files = match doorbell::plot::plot_dir(dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: plotting {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    if files.is_empty() {
+        eprintln!("error: {}: nothing to plot (no sweep.csv, collective.csv, flows.csv, timeseries.csv or window.csv)", dir.display());
+        return ExitCode::from(2);
+    }
+    if let Err(e) = outdir::reseal(dir, &marker) {
+        eprintln!("error: sealing {}: {e}", dir.display());
+        return ExitCode::from(1);
+    }
+    println!("plots    {} files in {}", files.len(), dir.display());
+    ExitCode::SUCCESS
 }

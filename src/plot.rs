@@ -12,6 +12,7 @@
 //! Text uses DejaVu Sans, bundled in `assets/fonts` (its licence beside it), so a machine
 //! with no fonts configured draws readable labels. Images are 1000 x 640 pixels.
 
+use crate::outdir::{drawing_path, publish};
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -166,8 +167,13 @@ pub fn draw(c: &Chart, stem: &Path) -> Result<Vec<PathBuf>, String> {
     register_font();
     let png = stem.with_extension("png");
     let svg = stem.with_extension("svg");
-    draw_on(BitMapBackend::new(&png, SIZE).into_drawing_area(), c)?;
-    draw_on(SVGBackend::new(&svg, SIZE).into_drawing_area(), c)?;
+    // Drawn under a temporary name and renamed when whole (see `outdir`).
+    let (png_tmp, svg_tmp) = (drawing_path(&png), drawing_path(&svg));
+    draw_on(BitMapBackend::new(&png_tmp, SIZE).into_drawing_area(), c)?;
+    draw_on(SVGBackend::new(&svg_tmp, SIZE).into_drawing_area(), c)?;
+    for p in [&png, &svg] {
+        publish(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
     Ok(vec![png, svg])
 }
 

@@ -7,6 +7,7 @@
 
 use crate::analytic::base_rtt;
 use crate::metrics::{r4, Percentiles, PerfReport, Summary};
+use crate::outdir::{write_atomic, AtomicFile};
 use crate::scenario::Scenario;
 use crate::sim::RunOutput;
 use std::fmt::Write as _;
@@ -24,26 +25,26 @@ pub fn write_files(
     std::fs::create_dir_all(dir)?;
     let mut json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
     json.push('\n');
-    std::fs::write(dir.join("summary.json"), json)?;
+    write_atomic(&dir.join("summary.json"), json.as_bytes())?;
     let mut pj = serde_json::to_string_pretty(perf).map_err(std::io::Error::other)?;
     pj.push('\n');
-    std::fs::write(dir.join("perf.json"), pj)?;
+    write_atomic(&dir.join("perf.json"), pj.as_bytes())?;
     write_flows_csv(&dir.join("flows.csv"), sc, out)?;
     if let Some(ts) = &sc.timeseries {
         write_timeseries_csv(&dir.join("timeseries.csv"), sc, ts, out)?;
     }
     write_ports_csv(&dir.join("ports.csv"), sc, out)?;
     if !summary.collectives.is_empty() {
-        std::fs::write(
-            dir.join("collective.csv"),
-            crate::collective::collective_csv(&summary.collectives),
+        write_atomic(
+            &dir.join("collective.csv"),
+            crate::collective::collective_csv(&summary.collectives).as_bytes(),
         )?;
     }
     Ok(())
 }
 
 fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut w = AtomicFile::create(path)?;
     writeln!(
         w,
         "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us{}",
@@ -134,7 +135,7 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
                 .map_or(String::new(), |t| r4(t.as_us_f64()).to_string()),
         )?;
     }
-    w.flush()
+    w.commit()
 }
 
 /// `timeseries.csv`: one row per sample, `time_us,object,metric,value` (objects named as
@@ -151,7 +152,7 @@ fn write_timeseries_csv(
         .map(|&p| sc.topology.port_name(p))
         .chain(ts.flows.iter().map(|f| format!("flow{f}")))
         .collect();
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut w = AtomicFile::create(path)?;
     writeln!(w, "time_us,object,metric,value")?;
     for s in &out.samples {
         writeln!(
@@ -163,11 +164,11 @@ fn write_timeseries_csv(
             r4(s.value)
         )?;
     }
-    w.flush()
+    w.commit()
 }
 
 fn write_ports_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut w = AtomicFile::create(path)?;
     writeln!(
         w,
         "port,name,tier,rate_gbps,tx_bytes,tx_packets,utilisation,queue_mean_bytes,queue_p99_bytes,queue_max_bytes,drops,drop_bytes,drops_buffer_full,drops_dynamic_threshold,drops_port_limit"
@@ -197,7 +198,7 @@ fn write_ports_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
             p.drops[2],
         )?;
     }
-    w.flush()
+    w.commit()
 }
 
 fn pct_line(name: &str, unit: &str, p: &Option<Percentiles>) -> String {

@@ -23,6 +23,7 @@
 //! its overrides), so that `merge` can refuse shards that do not belong together.
 
 use crate::metrics::summarize;
+use crate::outdir::write_atomic;
 use crate::rng::{stream_seed, Stream};
 use crate::scenario::{apply_set, parse_str, set_value, Overrides, Scenario, ScenarioError};
 use rayon::prelude::*;
@@ -453,13 +454,113 @@ pub fn csv(paths: &[String], rows: &[Row]) -> String {
     o
 }
 
-/// Writes `sweep.csv` and `sweep.json` into `dir`.
+/// Writes `sweep.csv` and `sweep.json` into `dir` (each whole or not at all).
 pub fn write(dir: &Path, file: &SweepFile) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("sweep.csv"), csv(&file.paths, &file.rows))?;
+    write_atomic(
+        &dir.join("sweep.csv"),
+        csv(&file.paths, &file.rows).as_bytes(),
+    )?;
     let mut j = serde_json::to_string_pretty(file).map_err(std::io::Error::other)?;
     j.push('\n');
-    std::fs::write(dir.join("sweep.json"), j)
+    write_atomic(&dir.join("sweep.json"), j.as_bytes())
+}
+
+/// The first line of a sweep's journal: which sweep, and which shard of it, its rows
+/// belong to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalHeader {
+    pub scenario: String,
+    pub hash: String,
+    pub points: u32,
+    pub repeats: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<[u32; 2]>,
+}
+
+impl SweepPlan {
+    /// The journal header of shard `shard` of this sweep (or all of it).
+    pub fn journal_header(&self, shard: Option<(u32, u32)>) -> JournalHeader {
+        JournalHeader {
+            scenario: self.stem.clone(),
+            hash: self.hash.clone(),
+            points: self.points.len() as u32,
+            repeats: self.repeats,
+            shard: shard.map(|(i, n)| [i, n]),
+        }
+    }
+}
+
+/// An unfinished sweep's journal ([`crate::outdir::JOURNAL`]): a header line, then one
+/// JSON row per finished run, appended as runs finish, so that `sweep --resume` reruns
+/// only what is missing. A line cut by a kill has no newline and is ignored on reading.
+pub struct Journal {
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl Journal {
+    /// Starts a new journal in `dir`.
+    pub fn start(dir: &Path, header: &JournalHeader) -> std::io::Result<Journal> {
+        let mut line = serde_json::to_string(header).map_err(std::io::Error::other)?;
+        line.push('\n');
+        let mut f = std::fs::File::create(dir.join(crate::outdir::JOURNAL))?;
+        std::io::Write::write_all(&mut f, line.as_bytes())?;
+        Ok(Journal {
+            file: std::sync::Mutex::new(f),
+        })
+    }
+
+    /// Appends to the journal already in `dir`. A line cut by a kill is ended first, so
+    /// that it stays one unreadable line and the next row starts a line of its own.
+    pub fn reopen(dir: &Path) -> std::io::Result<Journal> {
+        let path = dir.join(crate::outdir::JOURNAL);
+        let ends_whole = std::fs::read(&path)?.last() == Some(&b'\n');
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path)?;
+        if !ends_whole {
+            std::io::Write::write_all(&mut f, b"\n")?;
+        }
+        Ok(Journal {
+            file: std::sync::Mutex::new(f),
+        })
+    }
+
+    /// Records a finished run (one write, so a kill cuts at most this line).
+    pub fn record(&self, row: &Row) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(row).map_err(std::io::Error::other)?;
+        line.push('\n');
+        let mut f = self.file.lock().expect("journal lock");
+        std::io::Write::write_all(&mut *f, line.as_bytes())
+    }
+}
+
+/// Reads `dir`'s journal: its header and the rows of the runs it recorded (the first of
+/// any repeated run). `None` when there is no journal; an error names the line that does
+/// not parse. A line cut by a kill (the unterminated last one, or a terminated line that
+/// does not parse right before more rows) is skipped: its run runs again.
+pub fn read_journal(dir: &Path) -> Result<Option<(JournalHeader, Vec<Row>)>, String> {
+    let path = dir.join(crate::outdir::JOURNAL);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut lines = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+    let header: JournalHeader = lines
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| format!("{}: line 1 is not a sweep journal header", path.display()))?;
+    let mut seen = BTreeSet::new();
+    let mut rows = Vec::new();
+    for l in lines {
+        // A line cut by a kill and ended by `reopen` does not parse: its run reruns.
+        let Ok(row) = serde_json::from_str::<Row>(l) else {
+            continue;
+        };
+        if seen.insert((row.point, row.repeat)) {
+            rows.push(row);
+        }
+    }
+    Ok(Some((header, rows)))
 }
 
 /// Joins shards' `sweep.json` files into the whole sweep. Refuses shards of different

@@ -19,6 +19,7 @@ mod fuzz;
 mod host;
 mod invariants;
 mod lossless;
+mod outputs;
 mod plan;
 mod plot;
 mod rc;
