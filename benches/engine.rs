@@ -10,6 +10,8 @@
 //! - `quickstart`: `scenarios/quickstart.yaml`.
 //! - `doorbell-cpu_gdr-irq`: `scenarios/doorbell.yaml` (21,000 small messages) with the
 //!   host model's every stage and moderated interrupts.
+//! - `deep-send-queue`: `benches/scenarios/deep-send-queue.yaml`, 120,000 1 KB messages
+//!   on two queue pairs with `max_send_wr: 65536` (the send-queue lookup per packet).
 //!
 //! Run: `cargo bench --bench engine`. Peak memory is not measured here: see the README
 //! (`doorbell run scenarios/permutation-256.yaml` writes it to `perf.json`).
@@ -76,6 +78,11 @@ fn scenario_runs(c: &mut Criterion) {
             ],
         ),
         ("quickstart", "quickstart", vec![]),
+        (
+            "deep-send-queue",
+            "../benches/scenarios/deep-send-queue",
+            vec![],
+        ),
         // The host model on: every message through posting, doorbell, DMA, CQE and
         // moderated interrupts (the CPU-posting GPUDirect set of doorbell.yaml).
         (

@@ -27,23 +27,30 @@ pub struct SetResult {
     pub summary: Summary,
 }
 
-/// Runs the scenario once per `compare` set.
+/// The scenario set `set` runs: `sc` with the set's sections in place, without sets.
+pub fn set_scenario(sc: &Scenario, set: &crate::scenario::CompareSet) -> Scenario {
+    let mut s = sc.clone();
+    s.topology = set.topology.clone();
+    s.transport = Transport::Rc(set.rc.clone());
+    s.flow_control = set.flow_control;
+    s.cc = set.cc;
+    s.ecn = set.ecn;
+    s.host = set.host.clone();
+    if let Some(w) = &set.workload {
+        s.workload = w.clone();
+    }
+    s.compare.clear();
+    s
+}
+
+/// Runs the scenario once per `compare` set (one after another; every set's output is
+/// kept for the tables).
 pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
     sc.compare
         .iter()
         .map(|set| {
             let name = &set.name;
-            let mut s = sc.clone();
-            s.topology = set.topology.clone();
-            s.transport = Transport::Rc(set.rc.clone());
-            s.flow_control = set.flow_control;
-            s.cc = set.cc;
-            s.ecn = set.ecn;
-            s.host = set.host.clone();
-            if let Some(w) = &set.workload {
-                s.workload = w.clone();
-            }
-            s.compare.clear();
+            let s = set_scenario(sc, set);
             let out = run(&s);
             let summary = summarize(&s, &out);
             SetResult {

@@ -6,8 +6,27 @@ use doorbell::metrics::{summarize, PerfReport};
 use doorbell::outdir::{self, write_atomic, Claim};
 use doorbell::report::{describe_fabric, render_summary, write_files};
 use doorbell::scenario::{self, Overrides};
+use doorbell::sim::footprint;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// `print!` that ignores a closed stdout (`doorbell validate X | head -1`): a reader that
+/// stopped reading is not an error, and the results are in files anyway. `print!` would
+/// panic there (exit 101).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `println!` that ignores a closed stdout (see [`out!`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 #[derive(Parser)]
 #[command(
@@ -128,13 +147,32 @@ fn main() -> ExitCode {
         Cmd::Validate { scenario, set } => {
             match scenario::load(&scenario, &Overrides { seed: None, set }) {
                 Ok(sc) => {
-                    println!(
+                    outln!(
                         "{}: ok ({} workload items)",
                         scenario.display(),
                         sc.workload.len()
                     );
-                    print!("{}", describe_fabric(&sc));
-                    ExitCode::SUCCESS
+                    out!("{}", describe_fabric(&sc));
+                    let (f, runs) = footprint_of(&sc);
+                    outln!(
+                        "memory   at least {} ({:.0} flows, {:.0} queue pairs){}",
+                        footprint::human(f.bytes_at_least()),
+                        f.flows,
+                        f.queue_pairs,
+                        if f.transfers > 0.0 {
+                            format!(
+                                "; collectives up to {} more ({:.0} transfers at most)",
+                                footprint::human(f.bytes_at_most() - f.bytes_at_least()),
+                                f.transfers
+                            )
+                        } else {
+                            String::new()
+                        }
+                    );
+                    match preflight(f, runs) {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(code) => code,
+                    }
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -177,7 +215,7 @@ fn main() -> ExitCode {
             match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
                 Ok(p) => {
                     let (choice, ev) = p.decide();
-                    print!("{}", p.report(choice, &ev));
+                    out!("{}", p.report(choice, &ev));
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -202,6 +240,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let (f, runs) = footprint_of(&sc);
+            if let Err(code) = preflight(f, runs) {
+                return code;
+            }
             let dir = out.unwrap_or_else(|| default_out(&scenario));
             // Claimed before the run, so a refusal costs nothing.
             let claimed = match outdir::claim(&dir, if force { Claim::Force } else { Claim::Fresh })
@@ -216,12 +258,42 @@ fn main() -> ExitCode {
                 Ok(true) => ExitCode::SUCCESS,
                 // The results are written, but the model broke one of its own rules.
                 Ok(false) => ExitCode::from(3),
+                Err(e) if e.downcast_ref::<Refused>().is_some() => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     ExitCode::from(1)
                 }
             }
         }
+    }
+}
+
+/// An input the run cannot honour: exit 2, not 1.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// A run stopped for memory: its results are not whole, and nothing is written.
+fn out_of_memory(label: Option<&str>, out: &doorbell::sim::RunOutput) -> Result<(), Refused> {
+    match out.out_of_memory {
+        None => Ok(()),
+        Some(rss) => Err(Refused(format!(
+            "the run{} stopped at {:.1} us of simulated time: it held {} of memory, past 90% of what this machine allows (set {} to change the limit); shrink the workload (fewer sizes, iterations or ranks; fewer or larger flows); no results were written",
+            label.map_or(String::new(), |n| format!(" ({n})")),
+            out.end.as_us_f64(),
+            footprint::human(rss as f64),
+            footprint::LIMIT_VAR
+        ))),
     }
 }
 
@@ -250,14 +322,15 @@ fn run(
         return run_compare(sc, dir, quiet, plot);
     }
     let out = doorbell::sim::run(sc);
+    out_of_memory(None, &out)?;
     let summary = summarize(sc, &out);
     let perf = PerfReport::new(&out);
     write_files(dir, sc, &out, &summary, &perf)
         .with_context(|| format!("writing results to {}", dir.display()))?;
     plot_and_seal(dir, "run", &[], plot)?;
     if !quiet {
-        print!("{}", render_summary(sc, &summary, &perf));
-        println!(
+        out!("{}", render_summary(sc, &summary, &perf));
+        outln!(
             "results  {}/{{summary.json, flows.csv, ports.csv, perf.json}}",
             dir.display()
         );
@@ -296,6 +369,9 @@ fn run_compare(
 ) -> anyhow::Result<bool> {
     use doorbell::compare;
     let sets = compare::run_sets(sc);
+    for s in &sets {
+        out_of_memory(Some(&format!("set {}", s.name)), &s.out)?;
+    }
     for s in &sets {
         let sub = dir.join(&s.name);
         write_files(
@@ -338,24 +414,24 @@ fn run_compare(
     let subs: Vec<PathBuf> = sets.iter().map(|s| dir.join(&s.name)).collect();
     plot_and_seal(dir, "compare", &subs, plot)?;
     if !quiet {
-        println!(
+        outln!(
             "doorbell: {} (seed {}), {} RC parameter sets",
             sc.name,
             sc.seed,
             sets.len()
         );
-        print!("{}", describe_fabric(sc));
-        print!("{}", compare::render_table(&sets));
+        out!("{}", describe_fabric(sc));
+        out!("{}", compare::render_table(&sets));
         if varied_window {
-            print!("{}", compare::render_window_table(&windows));
+            out!("{}", compare::render_window_table(&windows));
         }
         if host_csv.is_some() {
-            print!("{}", compare::render_host_table(&sets));
+            out!("{}", compare::render_host_table(&sets));
         }
         if coll_csv.is_some() {
-            print!("{}", compare::render_collective_table(&sets));
+            out!("{}", compare::render_collective_table(&sets));
         }
-        println!(
+        outln!(
             "results  {}/{{compare.csv{}{}{}}} and one folder per set",
             dir.display(),
             if varied_window { ", window.csv" } else { "" },
@@ -384,6 +460,63 @@ struct SweepArgs {
     quiet: bool,
     plot: bool,
     claim: Claim,
+}
+
+/// The memory limit runs must fit (see `sim::footprint`), also set as the budget at
+/// which a run stops (90% of it: the rest is for writing the results). A bad
+/// `DOORBELL_MEMORY_LIMIT` is an input error.
+fn memory_limit() -> Result<Option<(u64, &'static str)>, String> {
+    let user = match std::env::var(footprint::LIMIT_VAR) {
+        Ok(v) => Some(
+            doorbell::units::parse_bytes(v.trim())
+                .map_err(|e| format!("{}: {e}", footprint::LIMIT_VAR))?
+                .0,
+        ),
+        Err(_) => None,
+    };
+    let limit = footprint::memory_limit(user);
+    if let Some((b, _)) = limit {
+        doorbell::sim::set_memory_budget(b / 10 * 9);
+    }
+    Ok(limit)
+}
+
+/// Refuses (exit 2) runs that together need more memory than the machine allows; warns
+/// when they may.
+fn preflight(f: footprint::Footprint, runs: usize) -> Result<(), ExitCode> {
+    let limit = match memory_limit() {
+        Ok(Some(l)) => l,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(ExitCode::from(2));
+        }
+    };
+    match footprint::check(f, runs, limit) {
+        Ok(None) => Ok(()),
+        Ok(Some(w)) => {
+            eprintln!("warning: {w}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// The estimate of a scenario's run, or of its compare sets (all held at once).
+fn footprint_of(sc: &scenario::Scenario) -> (footprint::Footprint, usize) {
+    if sc.compare.is_empty() {
+        (footprint::estimate(sc), 1)
+    } else {
+        let f = sc
+            .compare
+            .iter()
+            .map(|set| footprint::estimate(&doorbell::compare::set_scenario(sc, set)))
+            .fold(footprint::Footprint::default(), |a, b| a + b);
+        (f, sc.compare.len())
+    }
 }
 
 /// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
@@ -484,7 +617,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
         Ok(Some(rows)) => rows,
         Ok(None) => {
             if !a.quiet {
-                println!("{}: this sweep is already complete", dir.display());
+                outln!("{}: this sweep is already complete", dir.display());
             }
             return ExitCode::SUCCESS;
         }
@@ -515,6 +648,19 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
     let threads = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // Memory: the biggest point's run, as many at once as there are threads.
+    let concurrent = threads.min(jobs.len()).max(1);
+    let biggest = plan
+        .points
+        .iter()
+        .filter_map(|p| plan.scenario(p, 0).ok())
+        .map(|sc| footprint::estimate(&sc))
+        .max_by(|a, b| a.bytes_at_most().total_cmp(&b.bytes_at_most()))
+        .unwrap_or_default();
+    let together = (1..concurrent).fold(biggest, |acc, _| acc + biggest);
+    if let Err(code) = preflight(together, concurrent) {
+        return code;
+    }
     let bar = if a.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -530,7 +676,8 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
     let started = std::time::Instant::now();
     let events = AtomicU64::new(0);
     let keep = a.keep_points.then(|| dir.join("points"));
-    let failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    // The first failure: its exit code and message.
+    let failed: std::sync::Mutex<Option<(u8, String)>> = std::sync::Mutex::new(None);
     let mut rows = sweep::run_jobs(&plan, &jobs, threads, &|res| {
         let total = events.fetch_add(res.events, Ordering::Relaxed) + res.events;
         bar.set_message(format!(
@@ -538,9 +685,20 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             total as f64 / started.elapsed().as_secs_f64().max(1e-9) / 1e6
         ));
         bar.inc(1);
-        let fail = |e: String| {
-            failed.lock().expect("lock").get_or_insert(e);
+        let fail = |code: u8, e: String| {
+            failed.lock().expect("lock").get_or_insert((code, e));
         };
+        if let Err(e) = out_of_memory(
+            Some(&format!(
+                "point {} repeat {}",
+                res.row.point, res.row.repeat
+            )),
+            &res.out,
+        ) {
+            // Not journalled: a resumed sweep runs it again.
+            fail(2, e.to_string());
+            return;
+        }
         if let Some(k) = &keep {
             let d = k.join(format!("p{}-r{}", res.row.point, res.row.repeat));
             let written = write_files(
@@ -552,18 +710,18 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             )
             .and_then(|()| outdir::seal(&d, "run"));
             if let Err(e) = written {
-                fail(format!("writing {}: {e}", d.display()));
+                fail(1, format!("writing {}: {e}", d.display()));
             }
         }
         // Recorded after its point's files, so a resumed sweep never lacks them.
         if let Err(e) = journal.record(&res.row) {
-            fail(format!("{}: {e}", dir.join(outdir::JOURNAL).display()));
+            fail(1, format!("{}: {e}", dir.join(outdir::JOURNAL).display()));
         }
     });
     bar.finish_and_clear();
-    if let Some(e) = failed.lock().expect("lock").take() {
+    if let Some((code, e)) = failed.lock().expect("lock").take() {
         eprintln!("error: {e}");
-        return ExitCode::from(1);
+        return ExitCode::from(code);
     }
     rows.extend(done.iter().cloned());
     rows.sort_by_key(|r| (r.point, r.repeat));
@@ -584,7 +742,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     if !a.quiet {
-        println!(
+        outln!(
             "doorbell: sweep of {} ({} points x {} repeats{}) on {threads} threads in {:.2} s{}",
             plan.stem,
             plan.points.len(),
@@ -604,7 +762,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
                 )
             }
         );
-        println!("results  {}/{{sweep.csv, sweep.json}}", dir.display());
+        outln!("results  {}/{{sweep.csv, sweep.json}}", dir.display());
     }
     ExitCode::SUCCESS
 }
@@ -698,7 +856,7 @@ fn merge_cmd(dirs: &[PathBuf], out: &Path, force: bool) -> ExitCode {
     let written = sweep::write(claimed.path(), &all).and_then(|()| outdir::seal(out, "merge"));
     match written {
         Ok(()) => {
-            println!(
+            outln!(
                 "merged {} shards: {} rows -> {}/{{sweep.csv, sweep.json}}",
                 shards.len(),
                 all.rows.len(),
@@ -744,6 +902,6 @@ fn plot_cmd(dir: &Path) -> ExitCode {
         eprintln!("error: sealing {}: {e}", dir.display());
         return ExitCode::from(1);
     }
-    println!("plots    {} files in {}", files.len(), dir.display());
+    outln!("plots    {} files in {}", files.len(), dir.display());
     ExitCode::SUCCESS
 }

@@ -72,8 +72,9 @@ pub fn plan_str(
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
     let base = parse_str(text, file, stem, overrides)?;
-    let tree: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))?;
+    let tree: serde_yaml::Value = crate::scenario::check_nesting(text, file).and_then(|()| {
+        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
+    })?;
     let plan = tree
         .get("plan")
         .and_then(|p| p.as_mapping())

@@ -15,6 +15,39 @@ use std::fmt;
 /// cable, and the cap keeps every sum of times far from overflow.
 pub const MAX_LATENCY: SimDuration = SimDuration(1_000_000_000_000);
 
+/// Largest scenario file read, bytes (64 MiB: a million explicit flows fit).
+pub const MAX_SCENARIO_FILE: u64 = 64 << 20;
+/// Largest `cdf_file` read, bytes (16 MiB: about a million points).
+pub const MAX_CDF_FILE: u64 = 16 << 20;
+
+/// Reads a text file a scenario names, refusing what could hang or exhaust the reader: a
+/// path that is not a regular file (a FIFO or a device such as `/dev/zero`), and a file
+/// larger than `limit` bytes. The read itself stops at `limit + 1` bytes, so a file that
+/// grows while it is read is refused too.
+pub fn read_text_file(path: &std::path::Path, limit: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(if meta.is_dir() {
+            "is a folder, expected a file".into()
+        } else {
+            "is not a regular file (a FIFO, socket or device): expected a file".into()
+        });
+    }
+    let too_big = |n: u64| format!("is {n} bytes, more than the {limit} bytes a scenario may read");
+    if meta.len() > limit {
+        return Err(too_big(meta.len()));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_string(&mut text))
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > limit {
+        return Err(too_big(text.len() as u64));
+    }
+    Ok(text)
+}
+
 /// Declares a newtype over a unit type that deserializes from a unit string and rejects a
 /// bare number with a message that says which unit was expected.
 macro_rules! unit_newtype {

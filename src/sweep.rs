@@ -109,7 +109,9 @@ pub fn plan_str(
     // The base scenario must be valid on its own.
     let base = parse_str(text, file, stem, overrides)?;
     let mut tree: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))?;
+        crate::scenario::check_nesting(text, file).and_then(|()| {
+            serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
+        })?;
     for s in &overrides.set {
         apply_set(&mut tree, s).map_err(|m| ScenarioError::at("--set", s, m))?;
     }

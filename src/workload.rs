@@ -235,7 +235,7 @@ impl SizeDist {
             }
             SizeDistSpec::CdfFile(path) => {
                 let full = base_dir.join(path);
-                let text = std::fs::read_to_string(&full)
+                let text = crate::spec::read_text_file(&full, crate::spec::MAX_CDF_FILE)
                     .map_err(|e| format!("cannot read CDF file `{}`: {e}", full.display()))?;
                 parse_cdf(path, &text)?
             }

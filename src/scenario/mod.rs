@@ -212,13 +212,90 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Scenario, ScenarioErro
 /// A scenario file's text, its name for messages, and its stem.
 pub fn read_file(path: &Path) -> Result<(String, String, String), ScenarioError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = crate::spec::read_text_file(path, crate::spec::MAX_SCENARIO_FILE)
         .map_err(|e| ScenarioError::at(&file, "", format!("cannot read the scenario: {e}")))?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "scenario".into());
     Ok((text, file, stem))
+}
+
+/// Deepest `[`/`{` nesting a scenario may have. The YAML reader's scanner costs time in
+/// proportion to the nesting depth for every token, so 40,000 levels took 84 s to refuse;
+/// its own recursion limit (128) refuses anything this deep anyway, and a scenario needs
+/// fewer than ten.
+pub const MAX_NESTING: usize = 100;
+
+/// Where `text` first nests `[`/`{` deeper than [`MAX_NESTING`] (line and column, from
+/// 1), if it does. A linear scan that skips quoted text and comments; a bracket inside a
+/// plain scalar counts too, so it may over-count, never under-count real nesting.
+pub fn nesting_too_deep(text: &str) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut prev = '\n';
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        match quote {
+            Some('"') if c == '\\' => {
+                chars.next();
+                column += 1;
+            }
+            Some(q) if c == q => {
+                // '' inside single quotes is an escaped quote.
+                if q == '\'' && chars.peek() == Some(&'\'') {
+                    chars.next();
+                    column += 1;
+                } else {
+                    quote = None;
+                }
+            }
+            Some(_) => {}
+            None => match c {
+                '#' if prev.is_whitespace() => {
+                    while chars.peek().is_some_and(|&n| n != '\n') {
+                        chars.next();
+                    }
+                }
+                // A quote opens a quoted scalar only where a scalar may start.
+                '"' | '\'' if matches!(prev, ' ' | '\t' | '\n' | '[' | '{' | ',' | ':') => {
+                    quote = Some(c)
+                }
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Some((line, column));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        prev = c;
+    }
+    None
+}
+
+/// Refuses text nested deeper than [`MAX_NESTING`], before the YAML reader sees it.
+pub fn check_nesting(text: &str, file: &str) -> Result<(), ScenarioError> {
+    match nesting_too_deep(text) {
+        None => Ok(()),
+        Some((line, column)) => Err(ScenarioError {
+            file: file.into(),
+            line: Some(line),
+            column: Some(column),
+            path: String::new(),
+            message: format!(
+                "lists and maps nested more than {MAX_NESTING} deep; a scenario needs fewer than ten levels"
+            ),
+        }),
+    }
 }
 
 /// A YAML value as `--set` takes it: a scalar as written, anything else in flow style.
@@ -259,6 +336,7 @@ pub fn parse_str(
 ) -> Result<Scenario, ScenarioError> {
     // A byte-order mark is not YAML content (editors on Windows add one).
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    check_nesting(text, file)?;
     let located = |e: serde_yaml::Error| yaml_error(file, &e, true);
     let parsed: ScenarioFile = if overrides.set.is_empty() {
         serde_yaml::from_str(text).map_err(located)?
@@ -312,12 +390,25 @@ pub fn apply_set(tree: &mut serde_yaml::Value, assignment: &str) -> Result<(), S
     let (path, value) = assignment
         .split_once('=')
         .ok_or_else(|| format!("expected `dotted.path=value`, found `{assignment}`"))?;
-    let value: serde_yaml::Value = serde_yaml::from_str(value)
-        .map_err(|e| format!("cannot read the value `{value}` as YAML: {e}"))?;
     let segs = locate::parse_path(path.trim())?;
     if segs.is_empty() {
         return Err("empty field path".into());
     }
+    // An empty value would read as YAML null and silently drop the field to its default.
+    if value.trim().is_empty() {
+        return Err(format!(
+            "`{}` has no value after `=`: give one (e.g. `{}=...`); to use the default, leave the field out of the file",
+            path.trim(),
+            path.trim()
+        ));
+    }
+    if nesting_too_deep(value).is_some() {
+        return Err(format!(
+            "the value nests lists and maps more than {MAX_NESTING} deep"
+        ));
+    }
+    let value: serde_yaml::Value = serde_yaml::from_str(value)
+        .map_err(|e| format!("cannot read the value `{value}` as YAML: {e}"))?;
     let mut node = tree;
     for (i, seg) in segs.iter().enumerate() {
         let last = i + 1 == segs.len();

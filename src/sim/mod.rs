@@ -46,6 +46,7 @@ use std::time::Instant;
 
 mod collective_glue;
 mod fabric;
+pub mod footprint;
 mod host_glue;
 mod transport;
 pub use crate::components::host::{
@@ -72,6 +73,16 @@ pub const LIVELOCK_EVENTS: u64 = 200 * LIVELOCK_CHECK;
 
 /// How often (in events) the loop checks that time advances: a power of two.
 const LIVELOCK_CHECK: u64 = 1 << 20;
+
+/// Resident memory at which a run stops with [`RunOutput::out_of_memory`] rather than be
+/// killed by the system or abort on a failed allocation. Set once by the command line
+/// (from [`footprint::memory_limit`]); unset, runs are not watched (the library and tests).
+static MEMORY_BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Sets the resident memory, bytes, at which every later run in this process stops.
+pub fn set_memory_budget(bytes: u64) {
+    let _ = MEMORY_BUDGET.set(bytes);
+}
 
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -266,6 +277,9 @@ pub struct RunOutput {
     pub horizon_reached: bool,
     /// The run stopped because time stood still for `LIVELOCK_EVENTS` events (a bug).
     pub livelock: bool,
+    /// The run stopped because the process's resident memory passed the budget set by
+    /// [`set_memory_budget`] (bytes it had then): its results are not whole.
+    pub out_of_memory: Option<u64>,
     /// The run ran out of events with flows still pending (nothing could ever move them
     /// again): a stall, which should not happen in a healthy scenario.
     pub stalled: bool,
@@ -589,6 +603,8 @@ impl Sim {
         // end-of-run check reports it. (One mask test per event, not a comparison.)
         let (mut instant, mut still) = (SimTime::MAX, 0u64);
         let mut livelock = false;
+        let mut out_of_memory = None;
+        let budget = MEMORY_BUDGET.get().copied();
         while let Some(t) = self.q.peek_time() {
             if t > limit {
                 stopped = true;
@@ -603,6 +619,14 @@ impl Sim {
                     }
                 } else {
                     (instant, still) = (t, 0);
+                }
+                // Memory grows with the run (collective transfers, flows started): stop
+                // cleanly before the system kills the process.
+                if let Some(b) = budget {
+                    if let Some(r) = footprint::resident_bytes().filter(|&r| r > b) {
+                        out_of_memory = Some(r);
+                        break;
+                    }
                 }
             }
             let (now, ev) = self.q.pop().expect("peeked");
@@ -687,6 +711,7 @@ impl Sim {
         });
         let stalled = !stopped
             && !livelock
+            && out_of_memory.is_none()
             && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
                 || self.colls.iter().any(|c| !c.is_done()));
         RunOutput {
@@ -701,6 +726,7 @@ impl Sim {
             stopped_by_duration: stopped && self.sc.duration.is_some_and(|d| SimTime(d.0) == limit),
             horizon_reached: stopped && limit == TIME_HORIZON,
             livelock,
+            out_of_memory,
             stalled,
             rc,
             faults: self.fault_totals,

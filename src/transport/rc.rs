@@ -217,6 +217,10 @@ pub struct Requester {
     p: RcParams,
     state: QpState,
     sq: VecDeque<Wqe>,
+    /// The first sequence number of each READ in `sq`, oldest first, so that counting
+    /// outstanding READs and finding the oldest one never walks the send queue (a queue
+    /// pair may hold 65,536 work requests).
+    reads: VecDeque<u64>,
     /// Next sequence number to assign to a posted request.
     next_seq: u64,
     /// Oldest unacknowledged sequence number.
@@ -246,6 +250,7 @@ impl Requester {
             p,
             state: QpState::ReadyToSend,
             sq: VecDeque::new(),
+            reads: VecDeque::new(),
             next_seq: 0,
             una: 0,
             nxt: 0,
@@ -302,6 +307,9 @@ impl Requester {
     /// ceil(len / path_mtu) PSNs (at least 1); a READ's PSNs are those of its responses.
     pub fn post(&mut self, wr_id: u64, op: Op, len: u64) {
         let packets = len.div_ceil(self.p.path_mtu as u64).max(1);
+        if op == Op::Read {
+            self.reads.push_back(self.next_seq);
+        }
         self.sq.push_back(Wqe {
             wr_id,
             op,
@@ -336,10 +344,20 @@ impl Requester {
         self.completions.pop_front()
     }
 
+    /// The send-queue index of the request holding sequence number `seq` (a binary
+    /// search: the requests hold consecutive ranges in order).
     fn wqe_index(&self, seq: u64) -> Option<usize> {
-        self.sq
-            .iter()
-            .position(|w| seq >= w.first_seq && seq < w.end_seq())
+        let i = self.sq.partition_point(|w| w.end_seq() <= seq);
+        (i < self.sq.len() && seq >= self.sq[i].first_seq).then_some(i)
+    }
+
+    /// Takes the oldest request off the send queue.
+    fn pop_wqe(&mut self) -> Option<Wqe> {
+        let w = self.sq.pop_front()?;
+        if w.op == Op::Read {
+            self.reads.pop_front();
+        }
+        Some(w)
     }
 
     /// Why the requester cannot send right now, or `None` if it can (or has nothing).
@@ -372,12 +390,10 @@ impl Requester {
             Op::Read => {
                 // A READ request asks for every response from `nxt` to the end of the
                 // message (IBTA 9.7.5.2.8: a retried READ resumes at the missing PSN).
-                let outstanding_reads = self
-                    .sq
-                    .iter()
-                    .take(i)
-                    .filter(|x| x.op == Op::Read && x.end_seq() > self.una)
-                    .count() as u32;
+                // Every request left in `sq` ends past `una` (acknowledged ones are
+                // retired), so these are the READs before this one.
+                let outstanding_reads =
+                    self.reads.partition_point(|&first| first < w.first_seq) as u32;
                 if outstanding_reads >= self.p.max_rd_atomic {
                     return None;
                 }
@@ -451,7 +467,7 @@ impl Requester {
                     wr_id: w.wr_id,
                     status: WcStatus::Success,
                 });
-                self.sq.pop_front();
+                self.pop_wqe();
             } else {
                 break;
             }
@@ -475,7 +491,7 @@ impl Requester {
         self.state = QpState::Error;
         self.ack_deadline = None;
         self.rnr_wait_until = None;
-        if let Some(w) = self.sq.pop_front() {
+        if let Some(w) = self.pop_wqe() {
             self.completions.push_back(Completion {
                 wr_id: w.wr_id,
                 status,
@@ -485,7 +501,7 @@ impl Requester {
     }
 
     fn flush(&mut self) {
-        while let Some(w) = self.sq.pop_front() {
+        while let Some(w) = self.pop_wqe() {
             self.completions.push_back(Completion {
                 wr_id: w.wr_id,
                 status: WcStatus::Flushed,
@@ -551,10 +567,9 @@ impl Requester {
     /// The sequence number of the first packet of the oldest READ still unanswered, or
     /// `u64::MAX` (ACKs cannot retire READ PSNs).
     fn first_unacked_read_seq(&self) -> u64 {
-        self.sq
-            .iter()
-            .find(|w| w.op == Op::Read)
-            .map_or(u64::MAX, |w| w.first_seq.max(self.una))
+        self.reads
+            .front()
+            .map_or(u64::MAX, |&first| first.max(self.una))
     }
 
     /// A READ response packet arrived. Returns the payload bytes newly delivered (0 for a

@@ -409,3 +409,36 @@ workload:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reader that stops reading (`doorbell validate X | head -1`) is not an error:
+/// writing to a pipe whose reader is gone, `validate` and `run` exit 0, not 101 on a
+/// "failed printing to stdout" panic. (The reader exits at once; doorbell starts writing
+/// 0.3 s later.)
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let out = tmpdir("closed-stdout");
+    let sc = root().join("scenarios/quickstart.yaml");
+    for args in [
+        format!("validate '{}'", sc.display()),
+        format!("run '{}' --no-plot --out '{}'", sc.display(), out.display()),
+    ] {
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -o pipefail; (sleep 0.3; exec '{}' {args}) | (exit 0)",
+                env!("CARGO_BIN_EXE_doorbell")
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(
+        out.join("complete.json").exists(),
+        "the run finished its files"
+    );
+}

@@ -24,6 +24,7 @@ mod plan;
 mod plot;
 mod rc;
 mod reference;
+mod resources;
 mod robustness;
 mod shapes;
 mod sweep;

@@ -19,6 +19,13 @@ use std::path::Path;
 /// The `compare:` sets of `f` (whose other sections resolved without error).
 pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<CompareSet>> {
     let mut compare: Vec<CompareSet> = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    // The scenario without its sets, cloned once: each set's document copies this, not
+    // the list of every set (which made validation quadratic in the number of sets).
+    let base = ScenarioFile {
+        compare: Vec::new(),
+        ..f.clone()
+    };
     for (i, c) in f.compare.iter().enumerate() {
         if f.transport.mode == TransportMode::Raw {
             return err(
@@ -26,13 +33,13 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
                 "`compare:` compares RC parameter sets; it needs `transport.mode: rc`",
             );
         }
-        if c.name.trim().is_empty() || compare.iter().any(|x| x.name == c.name) {
+        if c.name.trim().is_empty() || !names.insert(c.name.as_str()) {
             return err(
                 format!("compare[{i}].name"),
                 "expected a unique, non-empty name",
             );
         }
-        let (doc, renames) = set_document(f, c, i);
+        let (doc, renames) = set_document(&base, c, i);
         // A merged host section may switch to polling without clearing `moderation`.
         let s = super::resolve_document(&doc, stem, base_dir, false)
             .map_err(|(path, message)| rename(path, message, &renames, i, &c.name))?;
@@ -54,7 +61,7 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
     Ok(compare)
 }
 
-/// The scenario with set `c`'s overrides applied, and (scenario path, set path) prefixes
+/// The scenario `f` (without sets) with set `c`'s overrides applied, and (scenario path, set path) prefixes
 /// for naming errors.
 fn set_document(
     f: &ScenarioFile,
@@ -63,7 +70,6 @@ fn set_document(
 ) -> (ScenarioFile, Vec<(String, String)>) {
     let set = format!("compare[{i}]");
     let mut doc = f.clone();
-    doc.compare.clear();
     let mut renames = vec![
         ("transport.rc".to_string(), set.clone()),
         ("flow_control".to_string(), format!("{set}.flow_control")),

@@ -437,3 +437,45 @@ fn read_streams_responses_and_rerequests_from_a_gap() {
     assert_eq!(r.handle_read_response(T0, 2, 1000), 1000);
     assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
 }
+
+/// max_rd_atomic counts the READs ahead of a READ in the send queue, whatever WRITEs lie
+/// between them, and a READ answered frees its slot (the count is kept beside the queue,
+/// not by walking it).
+#[test]
+fn max_rd_atomic_counts_reads_between_writes() {
+    let mut r = Requester::new(
+        RcParams {
+            max_rd_atomic: 2,
+            ..params()
+        },
+        0,
+    );
+    for (id, op) in [
+        (0, Op::Write),
+        (1, Op::Read),
+        (2, Op::Write),
+        (3, Op::Read),
+        (4, Op::Read),
+    ] {
+        r.post(id, op, 1000);
+    }
+    let sent: Vec<(Op, u32)> = drain(&mut r, T0).iter().map(|t| (t.op, t.psn)).collect();
+    assert_eq!(
+        sent,
+        vec![(Op::Write, 0), (Op::Read, 1), (Op::Write, 2), (Op::Read, 3)],
+        "the third READ waits: two are outstanding"
+    );
+    // The WRITE's ACK, then READ 1's response, retire both.
+    r.handle_ack(T0, ack(0));
+    assert_eq!(r.handle_read_response(T0, 1, 1000), 1000);
+    let ids: Vec<u64> = std::iter::from_fn(|| r.pop_completion())
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(ids, vec![0, 1]);
+    let next = r.poll_transmit(T0).unwrap();
+    assert_eq!(
+        (next.op, next.psn),
+        (Op::Read, 4),
+        "one READ outstanding: the next goes"
+    );
+}
