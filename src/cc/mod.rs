@@ -3,7 +3,7 @@
 //! | algorithm | file | signal | acts on |
 //! |---|---|---|---|
 //! | none | this file | - | nothing: line rate, the transport's own window |
-//! | DCQCN | `dcqcn.rs` | ECN marks at switches, CNPs from the receiver (Zhu et al., SIGCOMM 2015) | a per-direction rate limiter |
+//! | DCQCN | `dcqcn.rs` | ECN marks at switches, CNPs from the receiver (Zhu et al., SIGCOMM 2015; rules as NVIDIA's firmware and HPCC's ns-3 run them) | a per-direction rate limiter |
 //!
 //! Each queue-pair direction (requester to responder for WRITE/SEND data, responder to
 //! requester for READ responses) has its own [`CongestionControl`]. The interface covers
@@ -109,7 +109,9 @@ pub struct AckFeedback<'a> {
 pub enum CongestionControl {
     /// No congestion control: line rate, the transport's own window.
     None,
-    Dcqcn(ReactionPoint),
+    /// Boxed: the reaction point carries its parameters (about 240 bytes), and a queue
+    /// pair without congestion control should not pay for them twice.
+    Dcqcn(Box<ReactionPoint>),
 }
 
 impl CongestionControl {
@@ -118,7 +120,7 @@ impl CongestionControl {
         match params {
             None => CongestionControl::None,
             Some(CcParams::Dcqcn(p)) => {
-                CongestionControl::Dcqcn(ReactionPoint::new(p, line_rate_bps, now))
+                CongestionControl::Dcqcn(Box::new(ReactionPoint::new(p, line_rate_bps, now)))
             }
         }
     }
@@ -146,15 +148,22 @@ impl CongestionControl {
         }
     }
 
-    /// A congestion notification arrived; returns whether the algorithm cut its rate.
-    pub fn on_cnp(&mut self, now: SimTime) -> bool {
+    /// A congestion notification arrived (DCQCN cuts at its next decrease check).
+    pub fn on_cnp(&mut self, now: SimTime) {
         match self {
-            CongestionControl::None => false,
+            CongestionControl::None => {}
             CongestionControl::Dcqcn(rp) => {
                 rp.handle_timeout(now);
                 rp.on_cnp(now);
-                true
             }
+        }
+    }
+
+    /// Rate cuts made so far (after `handle_timeout(now)` they include those due).
+    pub fn rate_cuts(&self) -> u64 {
+        match self {
+            CongestionControl::None => 0,
+            CongestionControl::Dcqcn(rp) => rp.stats.rate_cuts,
         }
     }
 
@@ -183,7 +192,7 @@ impl CongestionControl {
     pub fn next_timeout(&self) -> Option<SimTime> {
         match self {
             CongestionControl::None => None,
-            CongestionControl::Dcqcn(rp) => Some(rp.next_timeout()),
+            CongestionControl::Dcqcn(rp) => rp.next_timeout(),
         }
     }
 
@@ -207,7 +216,8 @@ mod tests {
         assert_eq!(cc.rate_bps(), None);
         assert_eq!(cc.cwnd_bytes(), None);
         assert_eq!(cc.next_timeout(), None);
-        assert!(!cc.on_cnp(SimTime(5)));
+        cc.on_cnp(SimTime(5));
+        assert_eq!(cc.rate_cuts(), 0);
         assert!(!cc.wants_telemetry());
     }
 
@@ -219,7 +229,7 @@ mod tests {
         assert_eq!(cc.rate_bps(), Some(40e9));
         // A CNP at 10 us, bytes, then 200 us of timers: the same trace as the reaction
         // point driven directly.
-        assert!(cc.on_cnp(SimTime::ZERO + SimDuration::from_us(10)));
+        cc.on_cnp(SimTime::ZERO + SimDuration::from_us(10));
         rp.handle_timeout(SimTime::ZERO + SimDuration::from_us(10));
         rp.on_cnp(SimTime::ZERO + SimDuration::from_us(10));
         cc.on_send(SimTime(0), 1_000_000);
@@ -229,7 +239,8 @@ mod tests {
         rp.handle_timeout(t);
         assert_eq!(cc.rate_bps(), Some(rp.rate_bps()));
         assert!(rp.rate_bps() < 40e9);
-        assert_eq!(cc.next_timeout(), Some(rp.next_timeout()));
+        assert_eq!(cc.next_timeout(), rp.next_timeout());
+        assert_eq!(cc.rate_cuts(), 1);
         assert_eq!(cc.cwnd_packets(1082), None);
     }
 

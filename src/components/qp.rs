@@ -138,10 +138,21 @@ impl QueuePair {
         cc.on_send(now, wire);
     }
 
-    /// A CNP for direction `d` arrived; returns whether its algorithm cut the rate.
+    /// A CNP for direction `d` arrived (its algorithm may cut at its next check).
     #[inline]
-    pub fn handle_cnp(&mut self, now: SimTime, d: Direction) -> bool {
+    pub fn handle_cnp(&mut self, now: SimTime, d: Direction) {
         self.cc[d as usize].on_cnp(now)
+    }
+
+    /// Rate cuts both directions made up to `now` (their due timers fire first).
+    pub fn rate_cuts(&mut self, now: SimTime) -> u64 {
+        self.cc
+            .iter_mut()
+            .map(|cc| {
+                cc.handle_timeout(now);
+                cc.rate_cuts()
+            })
+            .sum()
     }
 
     /// An ECN-marked packet of direction `d` reached its receiver; returns whether the
@@ -276,10 +287,8 @@ mod tests {
         let mut q = qp(None);
         q.on_sent(SimTime(0), Direction::Forward, 1000);
         assert_eq!(q.ready_at(Direction::Forward), SimTime(0));
-        assert!(
-            !q.handle_cnp(SimTime(5), Direction::Forward),
-            "nothing to cut"
-        );
+        q.handle_cnp(SimTime(5), Direction::Forward);
+        assert_eq!(q.rate_cuts(SimTime(5)), 0, "nothing to cut");
         assert_eq!(q.rate_bps(SimTime(5), Direction::Forward), None);
     }
 
@@ -289,9 +298,11 @@ mod tests {
         // At line rate, 1000 B take 80 ns.
         q.on_sent(SimTime(0), Direction::Forward, 1000);
         assert_eq!(q.ready_at(Direction::Forward), SimTime(80_000));
-        // A CNP cuts the forward rate only; the next packet waits longer.
+        // A CNP cuts the forward rate only (the paper's preset cuts at once); the next
+        // packet waits longer.
         let t = SimTime(100_000);
-        assert!(q.handle_cnp(t, Direction::Forward));
+        q.handle_cnp(t, Direction::Forward);
+        assert_eq!(q.rate_cuts(t), 1);
         let r = q.rate_bps(t, Direction::Forward).unwrap();
         assert!(r < LINE, "cut to {r}");
         assert_eq!(q.rate_bps(t, Direction::Reverse), Some(LINE));

@@ -175,6 +175,18 @@ pub struct CcSpec {
     pub rate_ai: Option<Rate>,
     pub rate_hai: Option<Rate>,
     pub rate_min: Option<Rate>,
+    /// Alpha on the first CNP (NVIDIA `initial_alpha_value` / 1024).
+    pub initial_alpha: Option<f64>,
+    /// The rate set on the first CNP (`rate_to_set_on_first_cnp`); `0bps`: keep it.
+    pub rate_on_first_cnp: Option<Rate>,
+    /// At most one cut per period (`rate_reduce_monitor_period`); `0ns`: every CNP.
+    pub rate_reduce_period: Option<Duration>,
+    /// Every cut sets the target to the current rate (`clamp_tgt_rate`).
+    pub clamp_target_rate: Option<bool>,
+    /// Clamp only after a timer increase (`clamp_tgt_rate_after_time_inc`).
+    pub clamp_target_after_timer: Option<bool>,
+    /// A cut keeps at least this fraction of the rate (`rpg_min_dec_fac` / 100).
+    pub min_decrease_factor: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -5,10 +5,10 @@
 //! slope between two run sizes so that the fixed part cancels (16 hosts on one leaf,
 //! 100 Gb/s, Poisson arrivals of 2-byte flows at load 0.5 until 5 us and 10 us:
 //! 249,455 and 500,463 flows):
-//! - a flow on its own queue pair (`connections: per_flow`): 1,312 B (325,128 and
-//!   646,648 KB peak);
-//! - a flow on a shared queue pair (`per_host_pair`): 178 B (51,956 and 95,592 KB), so a
-//!   queue pair (its requester, responder and NIC state) is about 1,134 B;
+//! - a flow on its own queue pair (`connections: per_flow`): 992 B (247,968 and
+//!   491,236 KB peak);
+//! - a flow on a shared queue pair (`per_host_pair`): 177 B (51,936 and 95,424 KB), so a
+//!   queue pair (its requester, responder and NIC state) is about 815 B;
 //! - a collective transfer: 154 B (16 ranks, one 64 MiB ring allreduce with 2 channels and
 //!   512 KiB chunks, 1 and 3 iterations: 3,840 and 11,520 transfers, 10,392 and
 //!   11,548 KB).
@@ -26,9 +26,9 @@ use crate::scenario::{Connections, Scenario, Transport};
 use crate::workload::Workload;
 
 /// Bytes per flow record and its message state (measured; see the module comment).
-pub const FLOW_BYTES: f64 = 178.0;
+pub const FLOW_BYTES: f64 = 177.0;
 /// Bytes per queue pair beyond its flows (measured).
-pub const QUEUE_PAIR_BYTES: f64 = 1_134.0;
+pub const QUEUE_PAIR_BYTES: f64 = 815.0;
 /// Bytes per collective transfer (measured).
 pub const TRANSFER_BYTES: f64 = 154.0;
 /// The run's fixed part: the binary, the fabric's tables, buffers (measured at 5-10 MB
@@ -260,8 +260,8 @@ mod tests {
         let f = estimate(&sc);
         assert!((f.flows - 500_000.0).abs() < 1.0, "{f:?}");
         assert_eq!(f.queue_pairs, f.flows, "one queue pair per flow by default");
-        // The measured peak was 646,648 KB; the estimate must be within 5% of it.
-        let measured = 646_648.0 * 1024.0;
+        // The measured peak was 491,236 KB; the estimate must be within 5% of it.
+        let measured = 491_236.0 * 1024.0;
         assert!(
             (f.bytes_at_least() - measured).abs() < 0.05 * measured,
             "{} vs {measured}",
@@ -297,7 +297,7 @@ mod tests {
         let f = estimate(&sc);
         let e = check(f, 1, (4 << 30, "the address-space limit (ulimit -v)")).unwrap_err();
         assert!(
-            e.contains("at least 6.1 GiB") && e.contains("per_host_pair"),
+            e.contains("at least 4.6 GiB") && e.contains("per_host_pair"),
             "{e}"
         );
         assert!(check(f, 1, (64 << 30, "x")).unwrap().is_none());

@@ -700,6 +700,10 @@ impl Sim {
             }
         }
         let end = if stopped { limit } else { last };
+        // Cuts the live queue pairs made (their decrease checks up to the end).
+        for qp in self.qps.iter_mut().filter(|q| !q.dead) {
+            self.cc_totals.rate_cuts += qp.rate_cuts(end);
+        }
         let rc = self.rc.as_ref().map(|_| {
             let mut t = self.rc_totals;
             for qp in self.qps.iter().filter(|q| !q.dead) {

@@ -466,6 +466,7 @@ impl Sim {
         // A collective's connections stay open (as NCCL's do) for its next transfers.
         if qp.is_idle() && qp.conn == 0 {
             // Done: keep its counters and retire the queue pair.
+            self.cc_totals.rate_cuts += qp.rate_cuts(now);
             self.rc_totals.add(&qp.req.stats);
             self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
             self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
@@ -563,9 +564,7 @@ impl Sim {
                 } else {
                     Direction::Forward
                 };
-                if self.qps[slot as usize].handle_cnp(now, d) {
-                    self.cc_totals.rate_cuts += 1;
-                }
+                self.qps[slot as usize].handle_cnp(now, d);
             }
         }
     }

@@ -160,10 +160,14 @@ fn pauses_slow_an_innocent_flow_and_dcqcn_relieves_it() {
 }
 
 #[test]
-fn pauses_propagate_to_the_victims_uplink_and_dcqcn_stops_them() {
+fn pauses_propagate_to_the_victims_uplink_and_dcqcn_thins_them() {
     // Sample leaf 1's uplink every 20 us: with PFC alone it is paused most of the time
-    // (the pause has spread from the incast's bottleneck through the spine); with DCQCN
-    // the incast's senders slow down and the uplink is rarely paused.
+    // (the pause has spread from the incast's bottleneck through the spine). DCQCN as
+    // NICs run it (at most one cut per 4 us, the target kept between cuts) keeps the
+    // incast near line rate and pauses still spread, but less: measured 85% of samples
+    // under PFC alone, 60% with DCQCN (HPCC preset; by 2 ms fifths 60/87/51/37/68%). The
+    // per-CNP rules it replaced over-throttled the incast to 78% of the bottleneck and
+    // paused the uplink in 5% of samples.
     let ts = "timeseries: { interval: 20us, ports: [\"leaf1->spine0#0\"] }\n";
     let paused_share = |set: &[&str]| {
         let sc = scenario(&format!("{VICTIM}{ts}"), set);
@@ -180,7 +184,10 @@ fn pauses_propagate_to_the_victims_uplink_and_dcqcn_stops_them() {
     let pfc = paused_share(&[]);
     let dcqcn = paused_share(&["cc.algorithm=dcqcn", "cc.preset=hpcc"]);
     assert!(pfc > 0.5, "PFC alone: paused in {pfc:.2} of samples");
-    assert!(dcqcn < 0.2, "with DCQCN: paused in {dcqcn:.2} of samples");
+    assert!(
+        dcqcn < pfc - 0.15,
+        "with DCQCN: paused in {dcqcn:.2} of samples, PFC alone {pfc:.2}"
+    );
 }
 
 #[test]

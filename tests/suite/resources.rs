@@ -23,7 +23,7 @@ fn stderr(o: &Output) -> String {
 
 /// About 15 million 2-byte flows (under the per-item flow limit) used to abort on a
 /// failed allocation (SIGABRT) under a 4 GiB limit. 16 senders x 0.5 x 100 Gb/s / 16 bits
-/// x 300 us = 15 million flows, about 18 GiB at 1,312 B each.
+/// x 300 us = 15 million flows, about 14 GiB at 992 B each.
 const MANY_FLOWS: &str =
     "topology: { leaves: 1, spines: 0, hosts_per_leaf: 16, host_link: { rate: 100Gbps } }
 workload:
@@ -49,7 +49,7 @@ fn a_run_that_cannot_fit_is_refused_before_it_starts() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("at least 18.3 GiB") && e.contains("(ulimit -v)") && e.contains("per_host_pair"),
+        e.contains("at least 13.9 GiB") && e.contains("(ulimit -v)") && e.contains("per_host_pair"),
         "{e}"
     );
     assert!(!d.join("out").exists(), "refused before claiming a folder");
@@ -63,7 +63,7 @@ fn a_run_that_cannot_fit_is_refused_before_it_starts() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("memory   at least 18.3 GiB (15000000 flows, 15000000 queue pairs)"),
+        out.contains("memory   at least 13.9 GiB (15000000 flows, 15000000 queue pairs)"),
         "{out}"
     );
     assert!(
@@ -90,7 +90,7 @@ fn a_run_that_cannot_fit_is_refused_before_it_starts() {
 fn a_sweep_counts_the_runs_it_holds_at_once() {
     let d = tmpdir("sweep");
     let sc = d.join("sweep.yaml");
-    // 500,000 flows per run, about 626 MiB; eight at once need about 4.9 GiB.
+    // 500,000 flows per run, about 490 MiB; eight at once need about 3.8 GiB.
     std::fs::write(
         &sc,
         "topology: { leaves: 1, spines: 0, hosts_per_leaf: 16, host_link: { rate: 100Gbps } }

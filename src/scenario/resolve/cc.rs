@@ -104,6 +104,41 @@ pub fn resolve_cc(
         if let Some(r) = spec.rate_min {
             p.rate_min_bps = r.0 .0 as f64;
         }
+        for (name, v, slot) in [
+            ("cc.initial_alpha", spec.initial_alpha, &mut p.initial_alpha),
+            (
+                "cc.min_decrease_factor",
+                spec.min_decrease_factor,
+                &mut p.min_decrease_factor,
+            ),
+        ] {
+            if let Some(x) = v {
+                if !(0.0..=1.0).contains(&x) {
+                    return err(name, format!("expected a fraction from 0 to 1, found {x}"));
+                }
+                *slot = x;
+            }
+        }
+        if let Some(r) = spec.rate_on_first_cnp {
+            let r = r.0 .0 as f64;
+            if r > host_rate {
+                return err(
+                    "cc.rate_on_first_cnp",
+                    "the rate on the first CNP is above the host link rate",
+                );
+            }
+            p.rate_on_first_cnp_bps = (r > 0.0).then_some(r);
+        }
+        if let Some(d) = spec.rate_reduce_period {
+            check_time("cc.rate_reduce_period", d.0)?;
+            p.rate_reduce_period = d.0;
+        }
+        if let Some(b) = spec.clamp_target_rate {
+            p.clamp_target_rate = b;
+        }
+        if let Some(b) = spec.clamp_target_after_timer {
+            p.clamp_target_after_timer = b;
+        }
         if p.rate_min_bps > host_rate {
             return err(
                 "cc.rate_min",

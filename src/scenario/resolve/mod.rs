@@ -29,9 +29,9 @@ pub use topology::MAX_PORTS;
 
 pub type VResult<T> = Result<T, (String, String)>;
 
-/// Most flows a workload item may expand into. Each costs 178 B of state on a shared
-/// queue pair and 1,312 B on its own (`sim::footprint`, measured), so this bounds an
-/// item at 3.5-26 GB; whether the machine can hold the run is checked before it starts.
+/// Most flows a workload item may expand into. Each costs 177 B of state on a shared
+/// queue pair and 992 B on its own (`sim::footprint`, measured), so this bounds an
+/// item at 3.5-20 GB; whether the machine can hold the run is checked before it starts.
 pub const MAX_FLOWS: f64 = 20_000_000.0;
 /// Latest time a scenario may name: one simulated day, far from u64 overflow.
 pub const MAX_TIME: SimDuration = SimDuration(86_400 * 1_000_000_000_000);
