@@ -593,8 +593,8 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 stall_time_us: t.round(),
             }
         },
-        cc: sc.cc.map(|_| CcSummary {
-            algorithm: "dcqcn",
+        cc: sc.cc.map(|c| CcSummary {
+            algorithm: c.name(),
             cnps_sent: out.cc.cnps_sent,
             cnps_received: out.cc.cnps_received,
             rate_cuts: out.cc.rate_cuts,

@@ -203,6 +203,16 @@ impl PacketPool {
         self.telemetry[i].push(hop);
     }
 
+    /// Gives packet `id` a copy of another's telemetry (an ACK echoing its data packet's).
+    pub fn set_telemetry(&mut self, id: PktId, t: Telemetry) {
+        let i = id as usize;
+        if self.telemetry.len() <= i {
+            self.telemetry
+                .resize(self.slots.len().max(i + 1), Telemetry::default());
+        }
+        self.telemetry[i] = t;
+    }
+
     /// Packet `id`'s telemetry (empty if no switch stamped it).
     pub fn telemetry(&self, id: PktId) -> Telemetry {
         self.telemetry.get(id as usize).copied().unwrap_or_default()

@@ -4,6 +4,7 @@
 //! |---|---|---|---|
 //! | none | this file | - | nothing: line rate, the transport's own window |
 //! | DCQCN | `dcqcn.rs` | ECN marks at switches, CNPs from the receiver (Zhu et al., SIGCOMM 2015; rules as NVIDIA's firmware and HPCC's ns-3 run them) | a per-direction rate limiter |
+//! | HPCC | `hpcc.rs` | per-hop telemetry stamped at switch egresses, echoed on ACKs (Li et al., SIGCOMM 2019; HPCC's ns-3) | a window of rate x T, paced at the rate |
 //!
 //! Each queue-pair direction (requester to responder for WRITE/SEND data, responder to
 //! requester for READ responses) has its own [`CongestionControl`]. The interface covers
@@ -27,14 +28,17 @@
 //! telemetry (per-flow queues, trimming).
 
 pub mod dcqcn;
+pub mod hpcc;
 
 use crate::units::{BitsPerSec, SimDuration, SimTime};
 use dcqcn::{DcqcnParams, ReactionPoint};
+use hpcc::{HpccParams, HpccSender};
 
 /// An algorithm and its parameters, as a scenario resolves them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CcParams {
     Dcqcn(DcqcnParams),
+    Hpcc(HpccParams),
 }
 
 impl CcParams {
@@ -43,6 +47,7 @@ impl CcParams {
     pub fn cnp_interval(&self) -> Option<SimDuration> {
         match self {
             CcParams::Dcqcn(p) => Some(p.cnp_interval),
+            CcParams::Hpcc(_) => None,
         }
     }
 
@@ -51,6 +56,15 @@ impl CcParams {
     pub fn wants_telemetry(&self) -> bool {
         match self {
             CcParams::Dcqcn(_) => false,
+            CcParams::Hpcc(_) => true,
+        }
+    }
+
+    /// The algorithm's name, as scenarios write it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CcParams::Dcqcn(_) => "dcqcn",
+            CcParams::Hpcc(_) => "hpcc",
         }
     }
 }
@@ -102,6 +116,10 @@ pub struct AckFeedback<'a> {
     pub rtt: Option<SimDuration>,
     /// The data packet's telemetry, echoed back, if the algorithm asked for it.
     pub telemetry: Option<&'a Telemetry>,
+    /// Packets acknowledged so far (the oldest unacknowledged packet's sequence number).
+    pub acked_packets: u64,
+    /// The next new packet's sequence number (packets sent so far).
+    pub next_packet: u64,
 }
 
 /// The congestion control of one queue-pair direction.
@@ -112,6 +130,7 @@ pub enum CongestionControl {
     /// Boxed: the reaction point carries its parameters (about 240 bytes), and a queue
     /// pair without congestion control should not pay for them twice.
     Dcqcn(Box<ReactionPoint>),
+    Hpcc(Box<HpccSender>),
 }
 
 impl CongestionControl {
@@ -122,6 +141,9 @@ impl CongestionControl {
             Some(CcParams::Dcqcn(p)) => {
                 CongestionControl::Dcqcn(Box::new(ReactionPoint::new(p, line_rate_bps, now)))
             }
+            Some(CcParams::Hpcc(p)) => {
+                CongestionControl::Hpcc(Box::new(HpccSender::new(p, line_rate_bps)))
+            }
         }
     }
 
@@ -129,29 +151,35 @@ impl CongestionControl {
     pub fn wants_telemetry(&self) -> bool {
         match self {
             CongestionControl::None | CongestionControl::Dcqcn(_) => false,
+            CongestionControl::Hpcc(_) => true,
         }
     }
 
     /// A packet of `wire_bytes` left at `now` (after `handle_timeout(now)`).
     pub fn on_send(&mut self, _now: SimTime, wire_bytes: u64) {
         match self {
-            CongestionControl::None => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) => {}
             CongestionControl::Dcqcn(rp) => rp.on_bytes_sent(wire_bytes),
         }
     }
 
     /// An acknowledgement arrived. DCQCN learns of congestion from CNPs only (its timers
-    /// run when it is next asked for its rate).
-    pub fn on_ack(&mut self, _now: SimTime, _feedback: &AckFeedback) {
+    /// run when it is next asked for its rate); HPCC reads the echoed telemetry.
+    pub fn on_ack(&mut self, _now: SimTime, feedback: &AckFeedback) {
         match self {
             CongestionControl::None | CongestionControl::Dcqcn(_) => {}
+            CongestionControl::Hpcc(s) => {
+                if let Some(t) = feedback.telemetry {
+                    s.on_ack(feedback.acked_packets, feedback.next_packet, t);
+                }
+            }
         }
     }
 
     /// A congestion notification arrived (DCQCN cuts at its next decrease check).
     pub fn on_cnp(&mut self, now: SimTime) {
         match self {
-            CongestionControl::None => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) => {}
             CongestionControl::Dcqcn(rp) => {
                 rp.handle_timeout(now);
                 rp.on_cnp(now);
@@ -159,11 +187,13 @@ impl CongestionControl {
         }
     }
 
-    /// Rate cuts made so far (after `handle_timeout(now)` they include those due).
+    /// Rate cuts made so far (after `handle_timeout(now)` they include those due): DCQCN's
+    /// cuts, HPCC's multiplicative decreases.
     pub fn rate_cuts(&self) -> u64 {
         match self {
             CongestionControl::None => 0,
             CongestionControl::Dcqcn(rp) => rp.stats.rate_cuts,
+            CongestionControl::Hpcc(s) => s.stats.decreases,
         }
     }
 
@@ -172,6 +202,7 @@ impl CongestionControl {
         match self {
             CongestionControl::None => None,
             CongestionControl::Dcqcn(rp) => Some(rp.rate_bps()),
+            CongestionControl::Hpcc(s) => Some(s.rate_bps()),
         }
     }
 
@@ -179,6 +210,7 @@ impl CongestionControl {
     pub fn cwnd_bytes(&self) -> Option<u64> {
         match self {
             CongestionControl::None | CongestionControl::Dcqcn(_) => None,
+            CongestionControl::Hpcc(s) => Some(s.cwnd_bytes()),
         }
     }
 
@@ -191,7 +223,7 @@ impl CongestionControl {
     /// When the algorithm next needs `handle_timeout`.
     pub fn next_timeout(&self) -> Option<SimTime> {
         match self {
-            CongestionControl::None => None,
+            CongestionControl::None | CongestionControl::Hpcc(_) => None,
             CongestionControl::Dcqcn(rp) => rp.next_timeout(),
         }
     }
@@ -199,7 +231,7 @@ impl CongestionControl {
     /// Timers that are due fire.
     pub fn handle_timeout(&mut self, now: SimTime) {
         match self {
-            CongestionControl::None => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) => {}
             CongestionControl::Dcqcn(rp) => rp.handle_timeout(now),
         }
     }

@@ -23,7 +23,7 @@
 //! READ stream per queue pair (READs of one queue pair execute in order).
 
 use crate::cc::dcqcn::NotificationPoint;
-use crate::cc::{AckFeedback, CcParams, CongestionControl};
+use crate::cc::{AckFeedback, CcParams, CongestionControl, Telemetry};
 use crate::engine::FlowId;
 use crate::transport::rc::{psn_add, AckInfo, RcParams, Requester, Responder};
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
@@ -166,7 +166,14 @@ impl QueuePair {
     /// hears what it acknowledged (in path-MTU packets of `mtu` payload bytes) and sets
     /// the requester's window (in packets of `mtu_wire` bytes on the wire).
     #[inline]
-    pub fn handle_ack(&mut self, now: SimTime, ack: AckInfo, mtu: u64, mtu_wire: u64) {
+    pub fn handle_ack(
+        &mut self,
+        now: SimTime,
+        ack: AckInfo,
+        mtu: u64,
+        mtu_wire: u64,
+        telemetry: Option<&Telemetry>,
+    ) {
         // Newly acknowledged: how far the oldest unacknowledged packet moved (a NAK
         // rewinds what is in flight without acknowledging what it rewinds).
         let before = self.req.acked_packets();
@@ -178,7 +185,9 @@ impl QueuePair {
             &AckFeedback {
                 acked_bytes: acked * mtu,
                 rtt: None,
-                telemetry: None,
+                telemetry,
+                acked_packets: self.req.acked_packets(),
+                next_packet: self.req.sent_packets(),
             },
         );
         let window = cc.cwnd_packets(mtu_wire);
@@ -339,11 +348,11 @@ mod tests {
             .map(|t| t.psn)
             .collect();
         assert_eq!(sent, vec![0, 1, 2]);
-        q.handle_ack(SimTime(10), ack(AckKind::Ack, 1), 1000, 1026);
+        q.handle_ack(SimTime(10), ack(AckKind::Ack, 1), 1000, 1026, None);
         assert_eq!(q.req.in_flight_packets(), 1);
         assert_eq!(q.req.acked_packets(), 2);
         // A sequence NAK for PSN 2 rewinds to it: nothing more is acknowledged.
-        q.handle_ack(SimTime(20), ack(AckKind::NakSeq, 2), 1000, 1026);
+        q.handle_ack(SimTime(20), ack(AckKind::NakSeq, 2), 1000, 1026, None);
         assert_eq!(q.req.acked_packets(), 2);
         assert_eq!(q.req.in_flight_packets(), 0, "rewound, to be sent again");
         assert_eq!(

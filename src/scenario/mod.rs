@@ -14,7 +14,7 @@ pub mod schema;
 pub use resolve::transport::resolve_rc;
 pub use resolve::{validate, MAX_FLOWS, MAX_LATENCY, MAX_PACKETS_PER_FLOW, MAX_PORTS, MAX_TIME};
 
-use crate::cc::dcqcn::DcqcnParams;
+use crate::cc::CcParams;
 pub use crate::components::ingress::pfc_headroom;
 pub use crate::components::{BufferLimit, FlowControl, LinkFaults, Red, SwitchConfig};
 use crate::nic::config::HostConfig;
@@ -153,7 +153,7 @@ pub struct Scenario {
     pub compare: Vec<CompareSet>,
     /// RED thresholds per tier (indexed like `Tier::ALL`); `None`: no marking there.
     pub ecn: [Option<Red>; 4],
-    pub cc: Option<DcqcnParams>,
+    pub cc: Option<CcParams>,
     pub flow_control: FlowControl,
     pub timeseries: Option<Timeseries>,
     /// The host model (`host:`); `None`: hosts post instantly and learn of completions
@@ -181,7 +181,7 @@ pub struct CompareSet {
     pub topology: Topology,
     pub rc: RcConfig,
     pub flow_control: FlowControl,
-    pub cc: Option<DcqcnParams>,
+    pub cc: Option<CcParams>,
     pub ecn: [Option<Red>; 4],
     pub host: Option<HostConfig>,
     /// The workload with this set's collective overrides, if it has any.

@@ -163,8 +163,7 @@ pub struct CcSpec {
     #[serde(default)]
     pub algorithm: CcAlgorithm,
     /// `paper` (default), `nvidia` or `hpcc`.
-    #[serde(default)]
-    pub preset: CcPreset,
+    pub preset: Option<CcPreset>,
     pub g: Option<f64>,
     pub cnp_interval: Option<Duration>,
     pub alpha_period: Option<Duration>,
@@ -187,6 +186,12 @@ pub struct CcSpec {
     pub clamp_target_after_timer: Option<bool>,
     /// A cut keeps at least this fraction of the rate (`rpg_min_dec_fac` / 100).
     pub min_decrease_factor: Option<f64>,
+    /// HPCC: target utilisation eta.
+    pub target_utilization: Option<f64>,
+    /// HPCC: additive increases before a multiplicative step.
+    pub max_stage: Option<u32>,
+    /// HPCC: the base RTT T (default: the fabric's longest path's).
+    pub base_rtt: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -195,6 +200,7 @@ pub enum CcAlgorithm {
     #[default]
     None,
     Dcqcn,
+    Hpcc,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

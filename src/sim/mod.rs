@@ -375,6 +375,8 @@ pub struct Sim {
     fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
+    /// Telemetry bytes every data packet and ACK carries (HPCC), else 0.
+    int_bytes: u64,
     header: u64,
     switch_latency: SimDuration,
     /// Host and NIC model (`host:`), if any.
@@ -562,11 +564,13 @@ impl Sim {
             free_qps: Vec::new(),
             pairs: HashMap::new(),
             fault_totals: FaultTotals::default(),
-            cc: sc.cc.map(CcParams::Dcqcn),
-            telemetry: sc
-                .cc
-                .map(CcParams::Dcqcn)
-                .is_some_and(|c| c.wants_telemetry()),
+            cc: sc.cc,
+            telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),
+            int_bytes: if sc.cc.is_some_and(|c| c.wants_telemetry()) {
+                crate::cc::hpcc::INT_BYTES
+            } else {
+                0
+            },
             cc_totals: CcTotals::default(),
             samples: Vec::new(),
             mtu: sc.mtu,

@@ -334,7 +334,7 @@ impl Sim {
         p.seq = tx.psn;
         p.aux = tx.read_packets;
         p.payload = tx.payload;
-        p.wire = (tx.payload as u64 + self.overhead + ext) as u32;
+        p.wire = (tx.payload as u64 + self.overhead + ext + self.int_bytes) as u32;
         p.flags = (tx.first as u8 * FLAG_FIRST)
             | (tx.last as u8 * FLAG_LAST)
             | (tx.retransmission as u8 * FLAG_RETX)
@@ -375,7 +375,7 @@ impl Sim {
         p.psn = psn;
         p.seq = psn;
         p.payload = payload as u32;
-        p.wire = (payload + self.overhead + aeth) as u32;
+        p.wire = (payload + self.overhead + aeth + self.int_bytes) as u32;
         p.flags = (first as u8 * FLAG_FIRST)
             | (last as u8 * FLAG_LAST)
             | (self.telemetry as u8 * FLAG_TELEMETRY);
@@ -506,6 +506,8 @@ impl Sim {
 
     pub(super) fn deliver(&mut self, now: SimTime, host: u32, pkt: PktId) {
         let p = *self.pool.get(pkt);
+        // What the switches stamped on a data packet, or an ACK echoes (HPCC).
+        let telemetry = self.telemetry.then(|| self.pool.telemetry(pkt));
         self.pool.free(pkt);
         if self.rc.is_none() || self.flows[p.flow as usize].raw {
             let f = &mut self.flows[p.flow as usize];
@@ -529,7 +531,9 @@ impl Sim {
             return;
         }
         match p.kind {
-            PktKind::Data | PktKind::ReadRequest => self.at_responder(now, host, slot, &p),
+            PktKind::Data | PktKind::ReadRequest => {
+                self.at_responder(now, host, slot, &p, telemetry)
+            }
             PktKind::Ack => {
                 let info = AckInfo {
                     kind: match p.ack_kind {
@@ -541,8 +545,14 @@ impl Sim {
                     credits: p.aux,
                     rnr_code: p.rnr_code,
                 };
-                let mtu_wire = self.mtu + self.overhead;
-                self.qps[slot as usize].handle_ack(now, info, self.mtu, mtu_wire);
+                let mtu_wire = self.mtu + self.overhead + self.int_bytes;
+                self.qps[slot as usize].handle_ack(
+                    now,
+                    info,
+                    self.mtu,
+                    mtu_wire,
+                    telemetry.as_ref(),
+                );
                 self.after_requester_input(now, slot);
             }
             PktKind::ReadResponse => {
@@ -596,7 +606,14 @@ impl Sim {
         self.kick(now, p.dst);
     }
 
-    pub(super) fn at_responder(&mut self, now: SimTime, host: u32, slot: u32, p: &Packet) {
+    pub(super) fn at_responder(
+        &mut self,
+        now: SimTime,
+        host: u32,
+        slot: u32,
+        p: &Packet,
+        telemetry: Option<crate::cc::Telemetry>,
+    ) {
         let req = TxRequest {
             psn: p.psn,
             op: match p.op {
@@ -646,8 +663,12 @@ impl Sim {
                 AckKind::NakRnr => 2,
             };
             r.rnr_code = ack.rnr_code;
-            r.wire = (self.overhead + AETH_BYTES) as u32;
+            r.wire = (self.overhead + AETH_BYTES + self.int_bytes) as u32;
             let id = self.pool.alloc(r);
+            // HPCC: the ACK echoes the telemetry of the packet it answers.
+            if let Some(t) = telemetry {
+                self.pool.set_telemetry(id, t);
+            }
             self.nics[host as usize].ctrl.push_back(id);
         }
         self.kick(now, host);

@@ -334,6 +334,11 @@ impl Requester {
         self.una
     }
 
+    /// Packets ever sent (the highest sequence number transmitted + 1).
+    pub fn sent_packets(&self) -> u64 {
+        self.high
+    }
+
     /// Packets sent and not yet acknowledged.
     pub fn in_flight_packets(&self) -> u64 {
         self.nxt - self.una

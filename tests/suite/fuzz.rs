@@ -97,9 +97,14 @@ pub fn generate(r: &mut StdRng) -> String {
             r.gen_range(1..=8),
         );
         if r.gen_bool(0.3) {
-            y += &format!(
-                "cc: {{ algorithm: dcqcn, preset: {} }}\n",
-                pick(r, &["paper", "nvidia", "hpcc"])
+            y += *pick(
+                r,
+                &[
+                    "cc: { algorithm: dcqcn, preset: paper }\n",
+                    "cc: { algorithm: dcqcn, preset: nvidia }\n",
+                    "cc: { algorithm: dcqcn, preset: hpcc }\n",
+                    "cc: { algorithm: hpcc }\n",
+                ],
             );
         }
     }

@@ -17,6 +17,7 @@ mod dcqcn;
 mod faults;
 mod fuzz;
 mod host;
+mod hpcc;
 mod invariants;
 mod lossless;
 mod outputs;

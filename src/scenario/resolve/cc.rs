@@ -1,9 +1,13 @@
-//! `cc:` and `ecn:`: DCQCN's parameters from a preset and overrides, and the RED marking
-//! thresholds per tier that go with them.
+//! `cc:` and `ecn:`: DCQCN's parameters from a preset and overrides, or HPCC's from the
+//! paper's settings and the fabric's longest base RTT, and the RED marking thresholds per
+//! tier that go with DCQCN.
 
 use super::{check_time, err, VResult};
-use crate::cc::dcqcn::{DcqcnParams, Preset};
+use crate::cc::dcqcn::Preset;
+use crate::cc::hpcc::{HpccParams, INT_BYTES};
+use crate::cc::CcParams;
 use crate::components::Red;
+use crate::packet::Encapsulation;
 use crate::scenario::schema;
 use crate::scenario::Transport;
 use crate::topology::{Tier, Topology};
@@ -37,22 +41,131 @@ fn preset_red(preset: schema::CcPreset, rate_bps: f64) -> Red {
 
 pub type EcnTiers = [Option<Red>; 4];
 
+/// What a packet looks like, for the base RTT HPCC works with.
+pub struct Wire {
+    pub mtu: u64,
+    pub encapsulation: Encapsulation,
+    pub switch_latency: SimDuration,
+}
+
+/// HPCC's T (ns-3 GLOBAL_T): the base RTT of the fabric's longest path, a full data
+/// packet out and an ACK back, both carrying INT.
+fn longest_base_rtt(topo: &Topology, w: &Wire) -> SimDuration {
+    let (a, b) = if topo.leaves_per_plane() > 1 {
+        (0, topo.first_host_of(1))
+    } else {
+        (0, 1.min(topo.hosts().saturating_sub(1)))
+    };
+    let o = w.encapsulation.overhead_bytes();
+    crate::analytic::base_rtt(
+        &topo.path_links(a, b),
+        w.switch_latency,
+        w.mtu + o + crate::packet::RETH_BYTES + INT_BYTES,
+        o + crate::packet::AETH_BYTES + INT_BYTES,
+    )
+}
+
+/// HPCC from its fields; DCQCN's are refused.
+fn resolve_hpcc(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<HpccParams> {
+    let dcqcn_only = [
+        ("preset", spec.preset.is_some()),
+        ("g", spec.g.is_some()),
+        ("cnp_interval", spec.cnp_interval.is_some()),
+        ("alpha_period", spec.alpha_period.is_some()),
+        ("rate_increase_period", spec.rate_increase_period.is_some()),
+        ("byte_counter", spec.byte_counter.is_some()),
+        ("fast_recovery_steps", spec.fast_recovery_steps.is_some()),
+        ("rate_hai", spec.rate_hai.is_some()),
+        ("initial_alpha", spec.initial_alpha.is_some()),
+        ("rate_on_first_cnp", spec.rate_on_first_cnp.is_some()),
+        ("rate_reduce_period", spec.rate_reduce_period.is_some()),
+        ("clamp_target_rate", spec.clamp_target_rate.is_some()),
+        (
+            "clamp_target_after_timer",
+            spec.clamp_target_after_timer.is_some(),
+        ),
+        ("min_decrease_factor", spec.min_decrease_factor.is_some()),
+    ];
+    if let Some((name, _)) = dcqcn_only.iter().find(|(_, given)| *given) {
+        return err(
+            format!("cc.{name}"),
+            "a DCQCN parameter; HPCC takes target_utilization, max_stage, rate_ai, rate_min and base_rtt",
+        );
+    }
+    let host_rate = topo.host_link.rate.0 as f64;
+    let mut p = HpccParams::paper(host_rate, longest_base_rtt(topo, w));
+    if let Some(u) = spec.target_utilization {
+        if !(u > 0.0 && u <= 1.0) {
+            return err(
+                "cc.target_utilization",
+                format!("expected a fraction in (0, 1], found {u}"),
+            );
+        }
+        p.target_utilization = u;
+    }
+    if let Some(m) = spec.max_stage {
+        if m > 1000 {
+            return err("cc.max_stage", format!("expected 0 to 1000, found {m}"));
+        }
+        p.max_stage = m;
+    }
+    if let Some(r) = spec.rate_ai {
+        p.rate_ai_bps = r.0 .0 as f64;
+    }
+    if let Some(r) = spec.rate_min {
+        p.rate_min_bps = r.0 .0 as f64;
+    }
+    if p.rate_min_bps > host_rate || p.rate_min_bps <= 0.0 {
+        return err(
+            "cc.rate_min",
+            "expected a positive minimum rate at most the host link rate",
+        );
+    }
+    if let Some(t) = spec.base_rtt {
+        if t.0 == SimDuration::ZERO {
+            return err("cc.base_rtt", "expected a positive duration");
+        }
+        check_time("cc.base_rtt", t.0)?;
+        p.base_rtt = t.0;
+    }
+    Ok(p)
+}
+
 pub fn resolve_cc(
     spec: &schema::CcSpec,
     ecn: Option<&schema::EcnSpec>,
     topo: &Topology,
     transport: &Transport,
-) -> VResult<(Option<DcqcnParams>, EcnTiers)> {
+    wire: &Wire,
+) -> VResult<(Option<CcParams>, EcnTiers)> {
     let dcqcn = spec.algorithm == schema::CcAlgorithm::Dcqcn;
-    if dcqcn && *transport == Transport::Raw {
+    if spec.algorithm != schema::CcAlgorithm::None && *transport == Transport::Raw {
         return err(
             "cc.algorithm",
-            "DCQCN paces RC queue pairs: it needs `transport.mode: rc`",
+            "congestion control paces RC queue pairs (and HPCC reads their ACKs): it needs `transport.mode: rc`",
         );
     }
+    let hpcc_only = [
+        ("target_utilization", spec.target_utilization.is_some()),
+        ("max_stage", spec.max_stage.is_some()),
+        ("base_rtt", spec.base_rtt.is_some()),
+    ];
+    if spec.algorithm != schema::CcAlgorithm::Hpcc {
+        if let Some((name, _)) = hpcc_only.iter().find(|(_, given)| *given) {
+            return err(
+                format!("cc.{name}"),
+                "an HPCC parameter: set `algorithm: hpcc`",
+            );
+        }
+    }
     let host_rate = topo.host_link.rate.0 as f64;
+    if spec.algorithm == schema::CcAlgorithm::Hpcc {
+        // HPCC marks nothing: ECN stays off unless asked for.
+        let (_, tiers) = resolve_cc(&schema::CcSpec::default(), ecn, topo, transport, wire)?;
+        return Ok((Some(CcParams::Hpcc(resolve_hpcc(spec, topo, wire)?)), tiers));
+    }
     let cc = if dcqcn {
-        let mut p = match spec.preset {
+        let mut p = match spec.preset.unwrap_or_default() {
             schema::CcPreset::Paper => Preset::Paper,
             schema::CcPreset::Nvidia => Preset::Nvidia,
             schema::CcPreset::Hpcc => Preset::Hpcc,
@@ -145,7 +258,7 @@ pub fn resolve_cc(
                 "the minimum rate is above the host link rate",
             );
         }
-        Some(p)
+        Some(CcParams::Dcqcn(p))
     } else {
         None
     };
@@ -160,7 +273,7 @@ pub fn resolve_cc(
                 Tier::HostToLeaf | Tier::LeafToHost => topo.host_link.rate.0,
                 _ => topo.fabric_link.rate.0,
             } as f64;
-            let mut red = preset_red(spec.preset, rate);
+            let mut red = preset_red(spec.preset.unwrap_or_default(), rate);
             let over = |r: &mut Red,
                         kmin: Option<schema::Size>,
                         kmax: Option<schema::Size>,

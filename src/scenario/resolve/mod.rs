@@ -146,7 +146,17 @@ pub fn resolve_document(
     )?;
     let transport = transport::resolve(&f.transport, mtu)?;
     let faults = faults::resolve_faults(&f.faults, &topology)?;
-    let (cc, ecn) = cc::resolve_cc(&f.cc, f.ecn.as_ref(), &topology, &transport)?;
+    let (cc, ecn) = cc::resolve_cc(
+        &f.cc,
+        f.ecn.as_ref(),
+        &topology,
+        &transport,
+        &cc::Wire {
+            mtu,
+            encapsulation,
+            switch_latency: switch.latency,
+        },
+    )?;
     // The largest packet: a full MTU with the RETH of a first WRITE packet.
     let flow_control = flow_control::resolve_flow_control(
         &f.flow_control,
