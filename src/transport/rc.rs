@@ -267,8 +267,11 @@ impl Requester {
     }
 
     /// Sets the congestion-control window (`None`: no window from congestion control).
+    /// A window below `ack_every` is raised to it: the responder ACKs only every
+    /// `ack_every` packets (or at a message's end), so a smaller window could wait
+    /// forever for an ACK that needs more packets than it may send.
     pub fn set_cc_window(&mut self, packets: Option<u32>) {
-        self.cc_window_packets = packets;
+        self.cc_window_packets = packets.map(|w| w.max(self.p.ack_every));
     }
 
     /// The window that limits packets in flight: the smaller of the configured

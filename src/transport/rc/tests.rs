@@ -136,6 +136,17 @@ fn congestion_control_window_and_window_packets_take_the_smaller() {
     u.set_cc_window(Some(2));
     u.post(1, Op::Write, 5000);
     assert_eq!(drain(&mut u, T0).len(), 2, "a CC window alone limits too");
+    // A CC window below ack_every would wait for an ACK that needs more packets than it
+    // may send (fuzz seed 21, case 299: HPCC at 1 Gb/s with ack_every 4): raised to it.
+    let mut a = Requester::new(
+        RcParams {
+            ack_every: 4,
+            ..params()
+        },
+        0,
+    );
+    a.set_cc_window(Some(2));
+    assert_eq!(a.window(), Some(4));
 }
 
 #[test]
