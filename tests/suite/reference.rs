@@ -47,6 +47,7 @@ reference! {
     allreduce_2hop => "allreduce-2hop",
     allreduce_contention => "allreduce-contention",
     guide_collectives => "guide-collectives",
+    cc_compare => "cc-compare",
 }
 
 fn check(root: &std::path::Path, rel: &str, fresh: &[u8], name: &str) {
