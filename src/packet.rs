@@ -20,6 +20,7 @@
 
 use crate::cc::{HopTelemetry, Telemetry};
 use crate::engine::{FlowId, PktId};
+use crate::units::SimTime;
 use serde::{Deserialize, Serialize};
 
 /// The link-layer and transport headers a packet carries.
@@ -151,6 +152,8 @@ pub struct PacketPool {
     /// Per-hop telemetry beside each slot, grown only when a packet asks for it, so
     /// packets without telemetry stay small.
     telemetry: Vec<Telemetry>,
+    /// Send times beside each slot, grown only when an algorithm measures RTTs.
+    sent_at: Vec<SimTime>,
     free: Vec<PktId>,
     live: u32,
     peak_live: u32,
@@ -211,6 +214,24 @@ impl PacketPool {
                 .resize(self.slots.len().max(i + 1), Telemetry::default());
         }
         self.telemetry[i] = t;
+    }
+
+    /// Records packet `id`'s send time (or, on an ACK, the time it echoes).
+    pub fn set_sent_at(&mut self, id: PktId, t: SimTime) {
+        let i = id as usize;
+        if self.sent_at.len() <= i {
+            self.sent_at
+                .resize(self.slots.len().max(i + 1), SimTime::ZERO);
+        }
+        self.sent_at[i] = t;
+    }
+
+    /// Packet `id`'s recorded send time (zero if none was recorded).
+    pub fn sent_at(&self, id: PktId) -> SimTime {
+        self.sent_at
+            .get(id as usize)
+            .copied()
+            .unwrap_or(SimTime::ZERO)
     }
 
     /// Packet `id`'s telemetry (empty if no switch stamped it).

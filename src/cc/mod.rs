@@ -4,6 +4,7 @@
 //! |---|---|---|---|
 //! | none | this file | - | nothing: line rate, the transport's own window |
 //! | DCQCN | `dcqcn.rs` | ECN marks at switches, CNPs from the receiver (Zhu et al., SIGCOMM 2015; rules as NVIDIA's firmware and HPCC's ns-3 run them) | a per-direction rate limiter |
+//! | Swift | `swift.rs` | round-trip times from NIC timestamps echoed on ACKs (Kumar et al., SIGCOMM 2020) | a delay-based window, paced below one packet |
 //! | HPCC | `hpcc.rs` | per-hop telemetry stamped at switch egresses, echoed on ACKs (Li et al., SIGCOMM 2019; HPCC's ns-3) | a window of rate x T, paced at the rate |
 //!
 //! Each queue-pair direction (requester to responder for WRITE/SEND data, responder to
@@ -29,16 +30,28 @@
 
 pub mod dcqcn;
 pub mod hpcc;
+pub mod swift;
 
 use crate::units::{BitsPerSec, SimDuration, SimTime};
 use dcqcn::{DcqcnParams, ReactionPoint};
 use hpcc::{HpccParams, HpccSender};
+use swift::{SwiftParams, SwiftSender};
+
+/// What a queue-pair direction's algorithm knows of its path when it starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CcPath {
+    /// The sending host's link rate, bits per second.
+    pub line_rate_bps: f64,
+    /// Switches between the two hosts (1 under one leaf, 3 across a spine).
+    pub switches: u32,
+}
 
 /// An algorithm and its parameters, as a scenario resolves them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CcParams {
     Dcqcn(DcqcnParams),
     Hpcc(HpccParams),
+    Swift(SwiftParams),
 }
 
 impl CcParams {
@@ -47,7 +60,7 @@ impl CcParams {
     pub fn cnp_interval(&self) -> Option<SimDuration> {
         match self {
             CcParams::Dcqcn(p) => Some(p.cnp_interval),
-            CcParams::Hpcc(_) => None,
+            CcParams::Hpcc(_) | CcParams::Swift(_) => None,
         }
     }
 
@@ -55,9 +68,14 @@ impl CcParams {
     /// egresses to stamp it).
     pub fn wants_telemetry(&self) -> bool {
         match self {
-            CcParams::Dcqcn(_) => false,
+            CcParams::Dcqcn(_) | CcParams::Swift(_) => false,
             CcParams::Hpcc(_) => true,
         }
+    }
+
+    /// Whether ACKs echo their data packet's send time (the algorithm measures RTTs).
+    pub fn wants_timestamps(&self) -> bool {
+        matches!(self, CcParams::Swift(_))
     }
 
     /// The algorithm's name, as scenarios write it.
@@ -65,6 +83,7 @@ impl CcParams {
         match self {
             CcParams::Dcqcn(_) => "dcqcn",
             CcParams::Hpcc(_) => "hpcc",
+            CcParams::Swift(_) => "swift",
         }
     }
 }
@@ -120,6 +139,8 @@ pub struct AckFeedback<'a> {
     pub acked_packets: u64,
     /// The next new packet's sequence number (packets sent so far).
     pub next_packet: u64,
+    /// Packets this ACK newly acknowledged.
+    pub newly_acked: u64,
 }
 
 /// The congestion control of one queue-pair direction.
@@ -131,11 +152,13 @@ pub enum CongestionControl {
     /// pair without congestion control should not pay for them twice.
     Dcqcn(Box<ReactionPoint>),
     Hpcc(Box<HpccSender>),
+    Swift(Box<SwiftSender>),
 }
 
 impl CongestionControl {
-    /// A direction starting at `now` on a link of `line_rate_bps`.
-    pub fn new(params: Option<CcParams>, line_rate_bps: f64, now: SimTime) -> Self {
+    /// A direction starting at `now` on `path`.
+    pub fn new(params: Option<CcParams>, path: CcPath, now: SimTime) -> Self {
+        let line_rate_bps = path.line_rate_bps;
         match params {
             None => CongestionControl::None,
             Some(CcParams::Dcqcn(p)) => {
@@ -144,13 +167,18 @@ impl CongestionControl {
             Some(CcParams::Hpcc(p)) => {
                 CongestionControl::Hpcc(Box::new(HpccSender::new(p, line_rate_bps)))
             }
+            Some(CcParams::Swift(p)) => {
+                CongestionControl::Swift(Box::new(SwiftSender::new(p, path.switches)))
+            }
         }
     }
 
     /// Whether packets of this direction should carry per-hop telemetry.
     pub fn wants_telemetry(&self) -> bool {
         match self {
-            CongestionControl::None | CongestionControl::Dcqcn(_) => false,
+            CongestionControl::None | CongestionControl::Dcqcn(_) | CongestionControl::Swift(_) => {
+                false
+            }
             CongestionControl::Hpcc(_) => true,
         }
     }
@@ -158,19 +186,24 @@ impl CongestionControl {
     /// A packet of `wire_bytes` left at `now` (after `handle_timeout(now)`).
     pub fn on_send(&mut self, _now: SimTime, wire_bytes: u64) {
         match self {
-            CongestionControl::None | CongestionControl::Hpcc(_) => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {}
             CongestionControl::Dcqcn(rp) => rp.on_bytes_sent(wire_bytes),
         }
     }
 
     /// An acknowledgement arrived. DCQCN learns of congestion from CNPs only (its timers
     /// run when it is next asked for its rate); HPCC reads the echoed telemetry.
-    pub fn on_ack(&mut self, _now: SimTime, feedback: &AckFeedback) {
+    pub fn on_ack(&mut self, now: SimTime, feedback: &AckFeedback) {
         match self {
             CongestionControl::None | CongestionControl::Dcqcn(_) => {}
             CongestionControl::Hpcc(s) => {
                 if let Some(t) = feedback.telemetry {
                     s.on_ack(feedback.acked_packets, feedback.next_packet, t);
+                }
+            }
+            CongestionControl::Swift(s) => {
+                if let Some(rtt) = feedback.rtt {
+                    s.on_ack(now, rtt, feedback.newly_acked);
                 }
             }
         }
@@ -179,7 +212,7 @@ impl CongestionControl {
     /// A congestion notification arrived (DCQCN cuts at its next decrease check).
     pub fn on_cnp(&mut self, now: SimTime) {
         match self {
-            CongestionControl::None | CongestionControl::Hpcc(_) => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {}
             CongestionControl::Dcqcn(rp) => {
                 rp.handle_timeout(now);
                 rp.on_cnp(now);
@@ -194,6 +227,7 @@ impl CongestionControl {
             CongestionControl::None => 0,
             CongestionControl::Dcqcn(rp) => rp.stats.rate_cuts,
             CongestionControl::Hpcc(s) => s.stats.decreases,
+            CongestionControl::Swift(s) => s.stats.decreases,
         }
     }
 
@@ -203,6 +237,7 @@ impl CongestionControl {
             CongestionControl::None => None,
             CongestionControl::Dcqcn(rp) => Some(rp.rate_bps()),
             CongestionControl::Hpcc(s) => Some(s.rate_bps()),
+            CongestionControl::Swift(s) => s.pacing_bps(),
         }
     }
 
@@ -211,6 +246,7 @@ impl CongestionControl {
         match self {
             CongestionControl::None | CongestionControl::Dcqcn(_) => None,
             CongestionControl::Hpcc(s) => Some(s.cwnd_bytes()),
+            CongestionControl::Swift(s) => Some(s.cwnd_bytes()),
         }
     }
 
@@ -223,7 +259,9 @@ impl CongestionControl {
     /// When the algorithm next needs `handle_timeout`.
     pub fn next_timeout(&self) -> Option<SimTime> {
         match self {
-            CongestionControl::None | CongestionControl::Hpcc(_) => None,
+            CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {
+                None
+            }
             CongestionControl::Dcqcn(rp) => rp.next_timeout(),
         }
     }
@@ -231,7 +269,7 @@ impl CongestionControl {
     /// Timers that are due fire.
     pub fn handle_timeout(&mut self, now: SimTime) {
         match self {
-            CongestionControl::None | CongestionControl::Hpcc(_) => {}
+            CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {}
             CongestionControl::Dcqcn(rp) => rp.handle_timeout(now),
         }
     }
@@ -244,7 +282,11 @@ mod tests {
 
     #[test]
     fn none_is_unpaced_and_windowless() {
-        let mut cc = CongestionControl::new(None, 100e9, SimTime::ZERO);
+        let path = CcPath {
+            line_rate_bps: 100e9,
+            switches: 1,
+        };
+        let mut cc = CongestionControl::new(None, path, SimTime::ZERO);
         assert_eq!(cc.rate_bps(), None);
         assert_eq!(cc.cwnd_bytes(), None);
         assert_eq!(cc.next_timeout(), None);
@@ -256,7 +298,11 @@ mod tests {
     #[test]
     fn dcqcn_through_the_interface_matches_its_reaction_point() {
         let p = Preset::Paper.params(40e9);
-        let mut cc = CongestionControl::new(Some(CcParams::Dcqcn(p)), 40e9, SimTime::ZERO);
+        let path = CcPath {
+            line_rate_bps: 40e9,
+            switches: 1,
+        };
+        let mut cc = CongestionControl::new(Some(CcParams::Dcqcn(p)), path, SimTime::ZERO);
         let mut rp = ReactionPoint::new(p, 40e9, SimTime::ZERO);
         assert_eq!(cc.rate_bps(), Some(40e9));
         // A CNP at 10 us, bytes, then 200 us of timers: the same trace as the reaction

@@ -23,7 +23,7 @@
 //! READ stream per queue pair (READs of one queue pair execute in order).
 
 use crate::cc::dcqcn::NotificationPoint;
-use crate::cc::{AckFeedback, CcParams, CongestionControl, Telemetry};
+use crate::cc::{AckFeedback, CcParams, CcPath, CongestionControl, Telemetry};
 use crate::engine::FlowId;
 use crate::transport::rc::{psn_add, AckInfo, RcParams, Requester, Responder};
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
@@ -91,7 +91,7 @@ impl QueuePair {
         rc: RcParams,
         recv_wqes: u32,
         cc: Option<CcParams>,
-        line_rate_bps: f64,
+        path: CcPath,
     ) -> QueuePair {
         QueuePair {
             src,
@@ -111,8 +111,8 @@ impl QueuePair {
             gen: 0,
             timer_at: None,
             cc: [
-                CongestionControl::new(cc, line_rate_bps, now),
-                CongestionControl::new(cc, line_rate_bps, now),
+                CongestionControl::new(cc, path, now),
+                CongestionControl::new(cc, path, now),
             ],
             np: [NotificationPoint::default(), NotificationPoint::default()],
             next_send: [now, now],
@@ -173,6 +173,7 @@ impl QueuePair {
         mtu: u64,
         mtu_wire: u64,
         telemetry: Option<&Telemetry>,
+        rtt: Option<SimDuration>,
     ) {
         // Newly acknowledged: how far the oldest unacknowledged packet moved (a NAK
         // rewinds what is in flight without acknowledging what it rewinds).
@@ -184,10 +185,11 @@ impl QueuePair {
             now,
             &AckFeedback {
                 acked_bytes: acked * mtu,
-                rtt: None,
+                rtt,
                 telemetry,
                 acked_packets: self.req.acked_packets(),
                 next_packet: self.req.sent_packets(),
+                newly_acked: acked,
             },
         );
         let window = cc.cwnd_packets(mtu_wire);
@@ -275,7 +277,11 @@ mod tests {
     }
 
     fn qp(cc: Option<CcParams>) -> QueuePair {
-        QueuePair::new(SimTime::ZERO, 0, 1, 0, 7, 0, rc(), 16, cc, LINE)
+        let path = CcPath {
+            line_rate_bps: LINE,
+            switches: 1,
+        };
+        QueuePair::new(SimTime::ZERO, 0, 1, 0, 7, 0, rc(), 16, cc, path)
     }
 
     fn ack(kind: AckKind, psn: u32) -> AckInfo {
@@ -348,11 +354,11 @@ mod tests {
             .map(|t| t.psn)
             .collect();
         assert_eq!(sent, vec![0, 1, 2]);
-        q.handle_ack(SimTime(10), ack(AckKind::Ack, 1), 1000, 1026, None);
+        q.handle_ack(SimTime(10), ack(AckKind::Ack, 1), 1000, 1026, None, None);
         assert_eq!(q.req.in_flight_packets(), 1);
         assert_eq!(q.req.acked_packets(), 2);
         // A sequence NAK for PSN 2 rewinds to it: nothing more is acknowledged.
-        q.handle_ack(SimTime(20), ack(AckKind::NakSeq, 2), 1000, 1026, None);
+        q.handle_ack(SimTime(20), ack(AckKind::NakSeq, 2), 1000, 1026, None, None);
         assert_eq!(q.req.acked_packets(), 2);
         assert_eq!(q.req.in_flight_packets(), 0, "rewound, to be sent again");
         assert_eq!(

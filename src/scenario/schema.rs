@@ -192,6 +192,16 @@ pub struct CcSpec {
     pub max_stage: Option<u32>,
     /// HPCC: the base RTT T (default: the fabric's longest path's).
     pub base_rtt: Option<Duration>,
+    /// Swift: the base target delay (default: the longest base RTT + 5 us).
+    pub base_target: Option<Duration>,
+    /// Swift: target added per switch on the path.
+    pub hop_scale: Option<Duration>,
+    /// Swift: the flow-scaling range.
+    pub fs_range: Option<Duration>,
+    /// Swift: the multiplicative-decrease gain.
+    pub beta: Option<f64>,
+    /// Swift: the largest decrease at once.
+    pub max_mdf: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -201,6 +211,7 @@ pub enum CcAlgorithm {
     None,
     Dcqcn,
     Hpcc,
+    Swift,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

@@ -370,6 +370,8 @@ pub struct Sim {
     cc: Option<CcParams>,
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
     telemetry: bool,
+    /// Data packets carry their send time and ACKs echo it (the algorithm reads RTTs).
+    timestamps: bool,
     cc_totals: CcTotals,
     samples: Vec<Sample>,
     fault_totals: FaultTotals,
@@ -566,6 +568,7 @@ impl Sim {
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
             telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),
+            timestamps: sc.cc.is_some_and(|c| c.wants_timestamps()),
             int_bytes: if sc.cc.is_some_and(|c| c.wants_telemetry()) {
                 crate::cc::hpcc::INT_BYTES
             } else {

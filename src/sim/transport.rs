@@ -80,7 +80,14 @@ impl Sim {
                 // pair opens; until then SENDs meet an empty receive queue. The requester
                 // learns the initial credit count at connection setup.
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
-                let line = self.topo.host_link.rate.0 as f64;
+                let line = crate::cc::CcPath {
+                    line_rate_bps: self.topo.host_link.rate.0 as f64,
+                    switches: if self.topo.leaf_of(src) == self.topo.leaf_of(dst) {
+                        1
+                    } else {
+                        3
+                    },
+                };
                 let _ = op;
                 // A shared connection keeps one 5-tuple however often it is reopened (a
                 // persistent connection); a queue pair per flow takes the flow's.
@@ -344,7 +351,12 @@ impl Sim {
             Op::Send => 1,
             Op::Read => 2,
         };
-        Some((self.pool.alloc(p), true))
+        let id = self.pool.alloc(p);
+        if self.timestamps {
+            // The NIC's send timestamp (Swift), echoed back on the ACK.
+            self.pool.set_sent_at(id, now);
+        }
+        Some((id, true))
     }
 
     /// The next READ response the responder streams back to the requester.
@@ -508,6 +520,8 @@ impl Sim {
         let p = *self.pool.get(pkt);
         // What the switches stamped on a data packet, or an ACK echoes (HPCC).
         let telemetry = self.telemetry.then(|| self.pool.telemetry(pkt));
+        // A data packet's send time, or the one an ACK echoes (Swift).
+        let sent_at = self.timestamps.then(|| self.pool.sent_at(pkt));
         self.pool.free(pkt);
         if self.rc.is_none() || self.flows[p.flow as usize].raw {
             let f = &mut self.flows[p.flow as usize];
@@ -532,7 +546,7 @@ impl Sim {
         }
         match p.kind {
             PktKind::Data | PktKind::ReadRequest => {
-                self.at_responder(now, host, slot, &p, telemetry)
+                self.at_responder(now, host, slot, &p, telemetry, sent_at)
             }
             PktKind::Ack => {
                 let info = AckInfo {
@@ -552,6 +566,7 @@ impl Sim {
                     self.mtu,
                     mtu_wire,
                     telemetry.as_ref(),
+                    sent_at.map(|t| SimDuration(now.0.saturating_sub(t.0))),
                 );
                 self.after_requester_input(now, slot);
             }
@@ -613,6 +628,7 @@ impl Sim {
         slot: u32,
         p: &Packet,
         telemetry: Option<crate::cc::Telemetry>,
+        sent_at: Option<SimTime>,
     ) {
         let req = TxRequest {
             psn: p.psn,
@@ -668,6 +684,10 @@ impl Sim {
             // HPCC: the ACK echoes the telemetry of the packet it answers.
             if let Some(t) = telemetry {
                 self.pool.set_telemetry(id, t);
+            }
+            // Swift: the ACK echoes the send time of the packet it answers.
+            if let Some(t) = sent_at {
+                self.pool.set_sent_at(id, t);
             }
             self.nics[host as usize].ctrl.push_back(id);
         }

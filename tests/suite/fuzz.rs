@@ -104,6 +104,7 @@ pub fn generate(r: &mut StdRng) -> String {
                     "cc: { algorithm: dcqcn, preset: nvidia }\n",
                     "cc: { algorithm: dcqcn, preset: hpcc }\n",
                     "cc: { algorithm: hpcc }\n",
+                    "cc: { algorithm: swift }\n",
                 ],
             );
         }

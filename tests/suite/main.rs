@@ -29,4 +29,5 @@ mod resources;
 mod robustness;
 mod shapes;
 mod sweep;
+mod swift;
 mod validation;

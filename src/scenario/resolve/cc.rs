@@ -5,6 +5,7 @@
 use super::{check_time, err, VResult};
 use crate::cc::dcqcn::Preset;
 use crate::cc::hpcc::{HpccParams, INT_BYTES};
+use crate::cc::swift::SwiftParams;
 use crate::cc::CcParams;
 use crate::components::Red;
 use crate::packet::Encapsulation;
@@ -65,9 +66,9 @@ fn longest_base_rtt(topo: &Topology, w: &Wire) -> SimDuration {
     )
 }
 
-/// HPCC from its fields; DCQCN's are refused.
-fn resolve_hpcc(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<HpccParams> {
-    let dcqcn_only = [
+/// The fields only DCQCN takes, and whether each was given.
+fn dcqcn_fields(spec: &schema::CcSpec) -> [(&'static str, bool); 14] {
+    [
         ("preset", spec.preset.is_some()),
         ("g", spec.g.is_some()),
         ("cnp_interval", spec.cnp_interval.is_some()),
@@ -85,13 +86,101 @@ fn resolve_hpcc(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<Hpc
             spec.clamp_target_after_timer.is_some(),
         ),
         ("min_decrease_factor", spec.min_decrease_factor.is_some()),
-    ];
-    if let Some((name, _)) = dcqcn_only.iter().find(|(_, given)| *given) {
-        return err(
-            format!("cc.{name}"),
-            "a DCQCN parameter; HPCC takes target_utilization, max_stage, rate_ai, rate_min and base_rtt",
-        );
+    ]
+}
+
+/// Swift's fields, and whether each was given.
+fn swift_fields(spec: &schema::CcSpec) -> [(&'static str, bool); 5] {
+    [
+        ("base_target", spec.base_target.is_some()),
+        ("hop_scale", spec.hop_scale.is_some()),
+        ("fs_range", spec.fs_range.is_some()),
+        ("beta", spec.beta.is_some()),
+        ("max_mdf", spec.max_mdf.is_some()),
+    ]
+}
+
+/// HPCC's fields, and whether each was given.
+fn hpcc_fields(spec: &schema::CcSpec) -> [(&'static str, bool); 3] {
+    [
+        ("target_utilization", spec.target_utilization.is_some()),
+        ("max_stage", spec.max_stage.is_some()),
+        ("base_rtt", spec.base_rtt.is_some()),
+    ]
+}
+
+/// Refuses the first given field of `fields`, which the algorithm does not take.
+fn refuse_given(fields: &[(&'static str, bool)], owner: &str, takes: &str) -> VResult<()> {
+    match fields.iter().find(|(_, given)| *given) {
+        Some((name, _)) => err(format!("cc.{name}"), format!("{owner} parameter; {takes}")),
+        None => Ok(()),
     }
+}
+
+const HPCC_TAKES: &str = "HPCC takes target_utilization, max_stage, rate_ai, rate_min and base_rtt";
+const SWIFT_TAKES: &str = "Swift takes base_target, hop_scale, fs_range, beta and max_mdf";
+
+/// Swift from its fields, with targets from the fabric's longest base RTT.
+fn resolve_swift(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<SwiftParams> {
+    refuse_given(&dcqcn_fields(spec), "a DCQCN", SWIFT_TAKES)?;
+    refuse_given(&hpcc_fields(spec), "an HPCC", SWIFT_TAKES)?;
+    for (name, given) in [
+        ("rate_ai", spec.rate_ai.is_some()),
+        ("rate_min", spec.rate_min.is_some()),
+    ] {
+        if given {
+            return err(
+                format!("cc.{name}"),
+                format!("not a Swift parameter; {SWIFT_TAKES}"),
+            );
+        }
+    }
+    let o = w.encapsulation.overhead_bytes();
+    let mtu_wire = w.mtu + o;
+    let (a, b) = if topo.leaves_per_plane() > 1 {
+        (0, topo.first_host_of(1))
+    } else {
+        (0, 1.min(topo.hosts().saturating_sub(1)))
+    };
+    let rtt = crate::analytic::base_rtt(
+        &topo.path_links(a, b),
+        w.switch_latency,
+        mtu_wire + crate::packet::RETH_BYTES,
+        o + crate::packet::AETH_BYTES,
+    );
+    let bdp = rtt.as_secs_f64() * topo.host_link.rate.0 as f64 / 8.0 / mtu_wire as f64;
+    let mut p = SwiftParams::paper(rtt, bdp, mtu_wire);
+    for (name, v, slot) in [
+        ("cc.base_target", spec.base_target, &mut p.base_target),
+        ("cc.hop_scale", spec.hop_scale, &mut p.hop_scale),
+        ("cc.fs_range", spec.fs_range, &mut p.fs_range),
+    ] {
+        if let Some(d) = v {
+            check_time(name, d.0)?;
+            *slot = d.0;
+        }
+    }
+    if p.base_target == SimDuration::ZERO {
+        return err("cc.base_target", "expected a positive target delay");
+    }
+    for (name, v, slot) in [
+        ("cc.beta", spec.beta, &mut p.beta),
+        ("cc.max_mdf", spec.max_mdf, &mut p.max_mdf),
+    ] {
+        if let Some(x) = v {
+            if !(x > 0.0 && x <= 1.0) {
+                return err(name, format!("expected a fraction in (0, 1], found {x}"));
+            }
+            *slot = x;
+        }
+    }
+    Ok(p)
+}
+
+/// HPCC from its fields; DCQCN's and Swift's are refused.
+fn resolve_hpcc(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<HpccParams> {
+    refuse_given(&dcqcn_fields(spec), "a DCQCN", HPCC_TAKES)?;
+    refuse_given(&swift_fields(spec), "a Swift", HPCC_TAKES)?;
     let host_rate = topo.host_link.rate.0 as f64;
     let mut p = HpccParams::paper(host_rate, longest_base_rtt(topo, w));
     if let Some(u) = spec.target_utilization {
@@ -145,20 +234,21 @@ pub fn resolve_cc(
             "congestion control paces RC queue pairs (and HPCC reads their ACKs): it needs `transport.mode: rc`",
         );
     }
-    let hpcc_only = [
-        ("target_utilization", spec.target_utilization.is_some()),
-        ("max_stage", spec.max_stage.is_some()),
-        ("base_rtt", spec.base_rtt.is_some()),
-    ];
     if spec.algorithm != schema::CcAlgorithm::Hpcc {
-        if let Some((name, _)) = hpcc_only.iter().find(|(_, given)| *given) {
-            return err(
-                format!("cc.{name}"),
-                "an HPCC parameter: set `algorithm: hpcc`",
-            );
-        }
+        refuse_given(&hpcc_fields(spec), "an HPCC", "set `algorithm: hpcc`")?;
+    }
+    if spec.algorithm != schema::CcAlgorithm::Swift {
+        refuse_given(&swift_fields(spec), "a Swift", "set `algorithm: swift`")?;
     }
     let host_rate = topo.host_link.rate.0 as f64;
+    if spec.algorithm == schema::CcAlgorithm::Swift {
+        // Swift reads delay: ECN stays off unless asked for.
+        let (_, tiers) = resolve_cc(&schema::CcSpec::default(), ecn, topo, transport, wire)?;
+        return Ok((
+            Some(CcParams::Swift(resolve_swift(spec, topo, wire)?)),
+            tiers,
+        ));
+    }
     if spec.algorithm == schema::CcAlgorithm::Hpcc {
         // HPCC marks nothing: ECN stays off unless asked for.
         let (_, tiers) = resolve_cc(&schema::CcSpec::default(), ecn, topo, transport, wire)?;
