@@ -6,7 +6,12 @@
 //!   in over this link and are still in its buffer; at or above Xoff it sends PAUSE
 //!   upstream, refreshed halfway through the quanta while the count stays above Xon,
 //!   and RESUME once the count falls to Xon. A frame takes effect one 64-byte
-//!   serialization, one cable and the sender's reaction time after it is sent.
+//!   serialization, one cable and the sender's reaction time after it is sent. With a
+//!   dynamic Xoff (as Broadcom-based switches and HPCC's ns-3 set it, `SwitchMmu::
+//!   GetPfcThreshold`: the free shared buffer shifted right by `pfc_a_shift`), Xoff is
+//!   alpha x (the shared buffer less what the switch holds), recomputed at every
+//!   admission, and RESUME comes once the count plus a resume offset is at or below it
+//!   (ns-3 `CheckShouldResume`); the headroom stays reserved per port.
 //! - InfiniBand credits (IBTA vol. 1 7.9.4): data bytes that leave the buffer give their
 //!   64-byte credits back to the sender: a flow control packet crosses the link back
 //!   after the update delay. A packet a host or an aggregating switch consumes gives its
@@ -33,12 +38,31 @@ pub enum FlowControl {
         xon: u64,
         reaction_time: SimDuration,
         quanta: u32,
+        /// A dynamic Xoff instead of the static `xoff`/`xon`.
+        dynamic: Option<DynamicXoff>,
     },
     /// InfiniBand credits on the data lane: `vl_buffer` bytes per link, in 64-byte blocks.
     IbCredit {
         vl_buffer: u64,
         update_delay: SimDuration,
     },
+}
+
+/// PFC's dynamic threshold: Xoff = `alpha` x (`shared_bytes` - bytes the switch holds);
+/// RESUME once an ingress's bytes plus `resume_offset` are at or below it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DynamicXoff {
+    pub alpha: f64,
+    /// The buffer less every ingress port's reserved headroom.
+    pub shared_bytes: u64,
+    pub resume_offset: u64,
+}
+
+impl DynamicXoff {
+    /// Xoff with `held` bytes in the switch.
+    pub fn xoff(&self, held: u64) -> u64 {
+        (self.alpha * self.shared_bytes.saturating_sub(held) as f64) as u64
+    }
 }
 
 impl FlowControl {
@@ -137,12 +161,13 @@ impl Ingress {
         ]
     }
 
-    /// `bytes` of data came in and were admitted to the buffer: PFC pauses the sender
-    /// at Xoff.
+    /// `bytes` of data came in and were admitted to the buffer, which now holds `held`
+    /// bytes: PFC pauses the sender at Xoff.
     #[inline]
-    pub fn handle_admitted(&mut self, now: SimTime, bytes: u64) -> Frames {
+    pub fn handle_admitted(&mut self, now: SimTime, bytes: u64, held: u64) -> Frames {
         self.bytes += bytes;
-        if let FlowControl::Pfc { xoff, .. } = self.fc {
+        if let FlowControl::Pfc { xoff, dynamic, .. } = self.fc {
+            let xoff = dynamic.map_or(xoff, |d| d.xoff(held));
             if !self.pause_sent && self.bytes >= xoff {
                 self.pause_sent = true;
                 return self.send_pause(now);
@@ -151,14 +176,18 @@ impl Ingress {
         [None, None]
     }
 
-    /// `bytes` of data that came in over this link left the switch: PFC resumes the
-    /// sender at Xon; IB credits go back.
+    /// `bytes` of data that came in over this link left the switch, which now holds
+    /// `held` bytes: PFC resumes the sender at Xon; IB credits go back.
     #[inline]
-    pub fn handle_released(&mut self, now: SimTime, bytes: u64) -> Option<Upstream> {
+    pub fn handle_released(&mut self, now: SimTime, bytes: u64, held: u64) -> Option<Upstream> {
         self.bytes -= bytes;
         match self.fc {
-            FlowControl::Pfc { xon, .. } => {
-                if self.pause_sent && self.bytes <= xon {
+            FlowControl::Pfc { xon, dynamic, .. } => {
+                let resume = match dynamic {
+                    None => self.bytes <= xon,
+                    Some(d) => self.bytes == 0 || self.bytes + d.resume_offset <= d.xoff(held),
+                };
+                if self.pause_sent && resume {
                     self.pause_sent = false;
                     self.pause_frames += 1;
                     let at = self.frame_arrival(now);
@@ -219,8 +248,47 @@ mod tests {
                 xon: 5_000,
                 reaction_time: SimDuration::from_ns(500),
                 quanta: 65535,
+                dynamic: None,
             },
         )
+    }
+
+    /// A dynamic Xoff of 1/8 of the free shared buffer (HPCC's ns-3 `pfc_a_shift` 3):
+    /// 80,000 B shared, so with the switch empty but for this port's 8,000 B the
+    /// threshold is (80,000 - 8,000) / 8 = 9,000 B; at 9,000 B held it pauses. RESUME
+    /// needs the bytes plus the 2,000 B offset at or below the threshold, which grows as
+    /// the switch empties.
+    #[test]
+    fn a_dynamic_xoff_follows_the_free_shared_buffer() {
+        let mut i = Ingress::new(
+            link(),
+            FlowControl::Pfc {
+                xoff: 0,
+                xon: 0,
+                reaction_time: SimDuration::from_ns(500),
+                quanta: 65535,
+                dynamic: Some(DynamicXoff {
+                    alpha: 0.125,
+                    shared_bytes: 80_000,
+                    resume_offset: 2_000,
+                }),
+            },
+        );
+        assert_eq!(i.handle_admitted(SimTime(0), 8_000, 8_000), [None, None]);
+        let f = i.handle_admitted(SimTime(1), 1_000, 9_000);
+        assert!(
+            f[0].is_some(),
+            "9,000 B >= (80,000 - 9,000) / 8 = 8,875 B: PAUSE"
+        );
+        // Other ports hold 40,000 B more: Xoff (80,000 - 48,000) / 8 = 4,000; no resume
+        // at 8,000 + 2,000.
+        assert_eq!(i.handle_released(SimTime(2), 1_000, 48_000), None);
+        // The switch drains to this port's 6,000 B: Xoff 9,250 >= 6,000 + 2,000.
+        let r = i.handle_released(SimTime(3), 2_000, 6_000);
+        assert!(
+            matches!(r, Some(Upstream::Pfc { pause: false, .. })),
+            "{r:?}"
+        );
     }
 
     // A frame takes effect after 64 B at 100G (5.12 ns), the 1 us cable and 500 ns.
@@ -229,8 +297,8 @@ mod tests {
     #[test]
     fn pause_at_xoff_once_with_a_refresh_halfway_through_the_quanta() {
         let mut i = pfc();
-        assert_eq!(i.handle_admitted(SimTime(0), 9_999), [None, None]);
-        let f = i.handle_admitted(SimTime(100), 1);
+        assert_eq!(i.handle_admitted(SimTime(0), 9_999, 0), [None, None]);
+        let f = i.handle_admitted(SimTime(100), 1, 0);
         // Quanta 65535 x 512 bits at 100G = 335.5392 us; refresh after half.
         assert_eq!(
             f,
@@ -245,7 +313,7 @@ mod tests {
             ]
         );
         // Already paused: no second PAUSE for more bytes.
-        assert_eq!(i.handle_admitted(SimTime(200), 5_000), [None, None]);
+        assert_eq!(i.handle_admitted(SimTime(200), 5_000, 0), [None, None]);
         assert_eq!(i.pause_frames, 1);
         // A stale refresh does nothing; the due one sends the PAUSE again.
         assert_eq!(i.handle_refresh(SimTime(300)), None);
@@ -257,10 +325,10 @@ mod tests {
     #[test]
     fn resume_at_xon_not_above() {
         let mut i = pfc();
-        i.handle_admitted(SimTime(0), 12_000);
-        assert_eq!(i.handle_released(SimTime(10), 6_999), None, "5001 > xon");
+        i.handle_admitted(SimTime(0), 12_000, 0);
+        assert_eq!(i.handle_released(SimTime(10), 6_999, 0), None, "5001 > xon");
         assert_eq!(
-            i.handle_released(SimTime(20), 1),
+            i.handle_released(SimTime(20), 1, 0),
             Some(Upstream::Pfc {
                 at: SimTime(20 + FRAME_PS),
                 pause: false
@@ -270,7 +338,7 @@ mod tests {
         // After RESUME, a pending refresh is stale.
         assert_eq!(i.handle_refresh(SimTime(167_769_600)), None);
         // Below Xoff again: no frames.
-        assert_eq!(i.handle_released(SimTime(30), 1000), None);
+        assert_eq!(i.handle_released(SimTime(30), 1000, 0), None);
     }
 
     #[test]
@@ -282,13 +350,13 @@ mod tests {
                 update_delay: SimDuration::from_ns(100),
             },
         );
-        assert_eq!(i.handle_admitted(SimTime(0), 1000), [None, None]);
+        assert_eq!(i.handle_admitted(SimTime(0), 1000, 0), [None, None]);
         // 1000 B = 16 blocks, back at 0 + 100 ns + 1 us.
         let back = Upstream::Credit {
             at: SimTime(1_100_000),
             blocks: 16,
         };
-        assert_eq!(i.handle_released(SimTime(0), 1000), Some(back));
+        assert_eq!(i.handle_released(SimTime(0), 1000, 0), Some(back));
         assert_eq!(i.credits_back(SimTime(0), 1000), Some(back));
         assert_eq!(i.bytes, 0);
     }
@@ -296,8 +364,8 @@ mod tests {
     #[test]
     fn lossy_and_pfc_return_no_credits() {
         let mut lossy = Ingress::new(link(), FlowControl::Lossy);
-        assert_eq!(lossy.handle_admitted(SimTime(0), 1 << 30), [None, None]);
-        assert_eq!(lossy.handle_released(SimTime(0), 1 << 30), None);
+        assert_eq!(lossy.handle_admitted(SimTime(0), 1 << 30, 0), [None, None]);
+        assert_eq!(lossy.handle_released(SimTime(0), 1 << 30, 0), None);
         assert_eq!(lossy.credits_back(SimTime(0), 1000), None);
         assert_eq!(pfc().credits_back(SimTime(0), 1000), None);
     }

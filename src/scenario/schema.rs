@@ -108,6 +108,8 @@ pub struct FlowControlSpec {
     pub xoff: Option<Size>,
     /// PFC: RESUME below this many bytes; default `xoff` less two full packets.
     pub xon: Option<Size>,
+    /// PFC: a dynamic Xoff, this fraction of the free shared buffer (instead of `xoff`).
+    pub xoff_alpha: Option<f64>,
     /// PFC: time for a port to act on a PAUSE after it arrives; default `1us`.
     pub reaction_time: Option<Duration>,
     /// PFC: pause quanta in a PAUSE frame (512 bit times each); default 65535.

@@ -77,9 +77,11 @@ impl Sim {
                 if sent.ingress != NO_PORT {
                     self.switches[sw as usize].handle_departure(sent.wire);
                     if !sent.ctrl {
-                        if let Some(u) =
-                            self.ingress[sent.ingress as usize].handle_released(now, sent.wire)
-                        {
+                        if let Some(u) = self.ingress[sent.ingress as usize].handle_released(
+                            now,
+                            sent.wire,
+                            self.switches[sw as usize].used,
+                        ) {
                             self.upstream(sent.ingress, u);
                         }
                     }
@@ -261,7 +263,8 @@ impl Sim {
             Ok(q) => {
                 self.ports[out as usize].enqueue(q);
                 if !ctrl {
-                    let frames = self.ingress[in_port as usize].handle_admitted(now, wire);
+                    let held = self.switches[sw as usize].used;
+                    let frames = self.ingress[in_port as usize].handle_admitted(now, wire, held);
                     for f in frames.into_iter().flatten() {
                         self.upstream(in_port, f);
                     }

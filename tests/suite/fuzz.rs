@@ -78,8 +78,16 @@ pub fn generate(r: &mut StdRng) -> String {
         "routing: {}\n",
         pick(r, &["ecmp", "static", "spray", "adaptive"])
     );
-    let fc = *pick(r, &["lossy", "pfc", "ib_credit"]);
-    y += &format!("flow_control: {{ mode: {fc} }}\n");
+    let fc = *pick(r, &["lossy", "pfc", "ib_credit", "pfc_dynamic"]);
+    y += &match fc {
+        // PFC with a dynamic Xoff, from a small to a large share of the free buffer.
+        "pfc_dynamic" => format!(
+            "flow_control: {{ mode: pfc, xoff_alpha: {} }}\n",
+            pick(r, &["0.0625", "0.125", "1", "8"])
+        ),
+        _ => format!("flow_control: {{ mode: {fc} }}\n"),
+    };
+    let fc = if fc == "pfc_dynamic" { "pfc" } else { fc };
     let raw = r.gen_bool(0.2);
     let mut read = false;
     if raw {

@@ -3,6 +3,7 @@
 
 use super::{check_latency, err, VResult};
 use crate::components::ingress::pfc_headroom;
+use crate::components::ingress::DynamicXoff;
 use crate::components::FlowControl;
 use crate::scenario::schema;
 use crate::topology::Topology;
@@ -50,6 +51,39 @@ pub fn resolve_flow_control(
             let headroom = host_headroom.max(fabric_headroom);
             let reserve = headroom * ingress;
             let room = buffer.saturating_sub(reserve) / ingress;
+            if let Some(alpha) = spec.xoff_alpha {
+                if spec.xoff.is_some() || spec.xon.is_some() {
+                    return err(
+                        "flow_control.xoff_alpha",
+                        "a dynamic Xoff replaces `xoff` and `xon`: give one or the other",
+                    );
+                }
+                if !(alpha > 0.0 && alpha <= 64.0) {
+                    return err(
+                        "flow_control.xoff_alpha",
+                        format!("expected a fraction of the free buffer in (0, 64], found {alpha}"),
+                    );
+                }
+                if room < 2 * mtu_wire {
+                    return err(
+                        "switch.buffer",
+                        format!(
+                            "PFC cannot be lossless here: the busiest switch's {ingress} ingress ports reserve {headroom} B of headroom each, {reserve} B of the {buffer} B buffer, leaving less than two packets per port to share"
+                        ),
+                    );
+                }
+                return Ok(FlowControl::Pfc {
+                    xoff: room,
+                    xon: room - 2 * mtu_wire,
+                    reaction_time: reaction,
+                    quanta,
+                    dynamic: Some(DynamicXoff {
+                        alpha,
+                        shared_bytes: buffer - reserve,
+                        resume_offset: 2 * mtu_wire,
+                    }),
+                });
+            }
             let xoff = match spec.xoff {
                 Some(x) => x.0 .0,
                 None => room,
@@ -80,6 +114,7 @@ pub fn resolve_flow_control(
                 xon,
                 reaction_time: reaction,
                 quanta,
+                dynamic: None,
             }
         }
         schema::FlowControlMode::IbCredit => {
