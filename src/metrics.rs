@@ -255,6 +255,10 @@ impl PerTierUs {
 pub struct PfcSummary {
     /// PAUSE frames (and refreshes) and RESUME frames sent.
     pub pause_frames: u64,
+    /// Of those: PAUSEs that started a pause, refreshes of a pause in force, RESUMEs.
+    pub pauses: u64,
+    pub refreshes: u64,
+    pub resumes: u64,
     /// Time links' data classes spent paused, summed over the links of each tier.
     pub paused_time_us: PerTierUs,
 }
@@ -580,7 +584,10 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 t.add(p.tier, p.paused_time(out.end) as f64 / 1e6);
             }
             PfcSummary {
-                pause_frames: out.ingress.iter().map(|i| i.pause_frames).sum(),
+                pause_frames: out.ingress.iter().map(|i| i.pause_frames()).sum(),
+                pauses: out.ingress.iter().map(|i| i.pauses).sum(),
+                refreshes: out.ingress.iter().map(|i| i.refreshes).sum(),
+                resumes: out.ingress.iter().map(|i| i.resumes).sum(),
                 paused_time_us: t.round(),
             }
         },

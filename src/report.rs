@@ -315,8 +315,118 @@ pub fn describe_fabric(sc: &Scenario) -> String {
             bdp / sc.mtu_wire_bytes() as f64,
         );
     }
+    s.push_str(&describe_control(sc));
     if let Some(h) = &sc.host {
         s.push_str(&describe_host(sc, h));
+    }
+    s
+}
+
+/// Flow control, ECN marking and congestion control as resolved, defaults filled in.
+fn describe_control(sc: &Scenario) -> String {
+    use crate::cc::CcParams;
+    use crate::components::FlowControl;
+    let t = &sc.topology;
+    let mut s = String::new();
+    match sc.flow_control {
+        FlowControl::Lossy => {
+            let _ = writeln!(s, "flowctl  lossy: drops at the buffer's thresholds");
+        }
+        FlowControl::Pfc {
+            xoff,
+            xon,
+            reaction_time,
+            quanta,
+            dynamic,
+        } => {
+            let mtu_wire = sc.mtu_wire_bytes();
+            let host =
+                crate::components::ingress::pfc_headroom(&t.host_link, reaction_time, mtu_wire);
+            let fabric =
+                crate::components::ingress::pfc_headroom(&t.fabric_link, reaction_time, mtu_wire);
+            let threshold = match dynamic {
+                None => format!("xoff {xoff} B, xon {xon} B per ingress port"),
+                Some(d) => format!(
+                    "dynamic xoff {} x the free shared buffer ({} B after headroom), resume {} B below it",
+                    d.alpha, d.shared_bytes, d.resume_offset
+                ),
+            };
+            let _ = writeln!(
+                s,
+                "flowctl  pfc: {threshold}; headroom {} B per port (host link {host} B, fabric link {fabric} B); reaction {reaction_time}, quanta {quanta}",
+                host.max(fabric)
+            );
+        }
+        FlowControl::IbCredit {
+            vl_buffer,
+            update_delay,
+        } => {
+            let _ = writeln!(
+                s,
+                "flowctl  ib_credit: {vl_buffer} B per link and lane ({} credits of 64 B), update delay {update_delay}",
+                vl_buffer / 64
+            );
+        }
+    }
+    let tiers: Vec<String> = crate::topology::Tier::ALL
+        .iter()
+        .zip(&sc.ecn)
+        .filter_map(|(tier, red)| {
+            red.map(|r| format!("{} {}/{} B {}", tier.name(), r.kmin, r.kmax, r.pmax))
+        })
+        .collect();
+    if !tiers.is_empty() {
+        let _ = writeln!(s, "ecn      RED kmin/kmax pmax: {}", tiers.join(", "));
+    }
+    match sc.cc {
+        None => {}
+        Some(CcParams::Dcqcn(p)) => {
+            let _ = writeln!(
+                s,
+                "cc       dcqcn: g {:.6}, cnp_interval {}, alpha_period {}, initial_alpha {:.6}, rate_reduce_period {}, clamp_target_rate {}, clamp_target_after_timer {}, min_decrease_factor {}, rate_increase_period {}, byte_counter {}, fast_recovery_steps {}, R_AI {:.0} Mb/s, R_HAI {:.0} Mb/s, R_min {:.0} Mb/s",
+                p.g,
+                p.cnp_interval,
+                p.alpha_period,
+                p.initial_alpha,
+                p.rate_reduce_period,
+                p.clamp_target_rate,
+                p.clamp_target_after_timer,
+                p.min_decrease_factor,
+                p.rate_increase_period,
+                p.byte_counter.map_or("off".to_string(), |b| format!("{b} B")),
+                p.fast_recovery_steps,
+                p.rate_ai_bps / 1e6,
+                p.rate_hai_bps / 1e6,
+                p.rate_min_bps / 1e6
+            );
+        }
+        Some(CcParams::Hpcc(p)) => {
+            let _ = writeln!(
+                s,
+                "cc       hpcc: target_utilization {}, max_stage {}, R_AI {:.0} Mb/s, R_min {:.0} Mb/s, base_rtt {}",
+                p.target_utilization,
+                p.max_stage,
+                p.rate_ai_bps / 1e6,
+                p.rate_min_bps / 1e6,
+                p.base_rtt
+            );
+        }
+        Some(CcParams::Swift(p)) => {
+            let _ = writeln!(
+                s,
+                "cc       swift: base_target {}, hop_scale {}, fs_range {} (windows {} to {}), ai {} packet(s), beta {}, max_mdf {}, window {} to {:.1} packets",
+                p.base_target,
+                p.hop_scale,
+                p.fs_range,
+                p.fs_min_cwnd,
+                p.fs_max_cwnd,
+                p.ai_packets,
+                p.beta,
+                p.max_mdf,
+                p.min_cwnd,
+                p.max_cwnd
+            );
+        }
     }
     s
 }

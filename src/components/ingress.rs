@@ -114,8 +114,11 @@ pub struct Ingress {
     /// PFC: a PAUSE is in force against the sender (refreshed until RESUME).
     pause_sent: bool,
     refresh_at: SimTime,
-    /// PFC frames sent to the sender (PAUSE, refreshes and RESUME).
-    pub pause_frames: u64,
+    /// PFC frames sent to the sender: PAUSE frames that started a pause, refreshes of
+    /// one in force, RESUMEs.
+    pub pauses: u64,
+    pub refreshes: u64,
+    pub resumes: u64,
 }
 
 impl Ingress {
@@ -126,8 +129,15 @@ impl Ingress {
             bytes: 0,
             pause_sent: false,
             refresh_at: SimTime::ZERO,
-            pause_frames: 0,
+            pauses: 0,
+            refreshes: 0,
+            resumes: 0,
         }
+    }
+
+    /// PFC frames sent to the sender (PAUSE, refreshes and RESUME).
+    pub fn pause_frames(&self) -> u64 {
+        self.pauses + self.refreshes + self.resumes
     }
 
     /// When a PFC frame sent now takes effect at the sender: one 64-byte frame's
@@ -147,10 +157,14 @@ impl Ingress {
         serialization_delay(quanta as u64 * 64, self.link.rate)
     }
 
-    fn send_pause(&mut self, now: SimTime) -> Frames {
+    fn send_pause(&mut self, now: SimTime, refresh: bool) -> Frames {
         let at = self.frame_arrival(now);
         let dur = self.pause_duration();
-        self.pause_frames += 1;
+        if refresh {
+            self.refreshes += 1;
+        } else {
+            self.pauses += 1;
+        }
         // Refresh halfway through the quanta while still above Xon.
         self.refresh_at = now + SimDuration(dur.0 / 2).max(SimDuration(1));
         [
@@ -170,7 +184,7 @@ impl Ingress {
             let xoff = dynamic.map_or(xoff, |d| d.xoff(held));
             if !self.pause_sent && self.bytes >= xoff {
                 self.pause_sent = true;
-                return self.send_pause(now);
+                return self.send_pause(now, false);
             }
         }
         [None, None]
@@ -189,7 +203,7 @@ impl Ingress {
                 };
                 if self.pause_sent && resume {
                     self.pause_sent = false;
-                    self.pause_frames += 1;
+                    self.resumes += 1;
                     let at = self.frame_arrival(now);
                     return Some(Upstream::Pfc { at, pause: false });
                 }
@@ -206,7 +220,7 @@ impl Ingress {
         if !self.pause_sent || self.refresh_at != now {
             return None;
         }
-        Some(self.send_pause(now))
+        Some(self.send_pause(now, true))
     }
 
     /// IB: the credits of `wire` bytes that crossed this link (consumed, forwarded or
@@ -314,12 +328,17 @@ mod tests {
         );
         // Already paused: no second PAUSE for more bytes.
         assert_eq!(i.handle_admitted(SimTime(200), 5_000, 0), [None, None]);
-        assert_eq!(i.pause_frames, 1);
+        assert_eq!(i.pause_frames(), 1);
         // A stale refresh does nothing; the due one sends the PAUSE again.
         assert_eq!(i.handle_refresh(SimTime(300)), None);
         let r = i.handle_refresh(SimTime(100 + 167_769_600)).unwrap();
         assert!(matches!(r[0], Some(Upstream::Pfc { pause: true, .. })));
-        assert_eq!(i.pause_frames, 2);
+        assert_eq!(i.pause_frames(), 2);
+        assert_eq!(
+            (i.pauses, i.refreshes, i.resumes),
+            (1, 1, 0),
+            "a PAUSE and its refresh"
+        );
     }
 
     #[test]
@@ -334,7 +353,7 @@ mod tests {
                 pause: false
             })
         );
-        assert_eq!(i.pause_frames, 2);
+        assert_eq!(i.pause_frames(), 2);
         // After RESUME, a pending refresh is stale.
         assert_eq!(i.handle_refresh(SimTime(167_769_600)), None);
         // Below Xoff again: no frames.

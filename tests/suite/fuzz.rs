@@ -87,7 +87,6 @@ pub fn generate(r: &mut StdRng) -> String {
         ),
         _ => format!("flow_control: {{ mode: {fc} }}\n"),
     };
-    let fc = if fc == "pfc_dynamic" { "pfc" } else { fc };
     let raw = r.gen_bool(0.2);
     let mut read = false;
     if raw {

@@ -53,7 +53,7 @@ workload:
         );
         assert!(busy >= 0.99, "N {n}: busy {:.1}%", busy * 100.0);
         assert_eq!(
-            out.ingress.iter().map(|i| i.pause_frames).sum::<u64>(),
+            out.ingress.iter().map(|i| i.pause_frames()).sum::<u64>(),
             0,
             "N {n}: no pause"
         );
