@@ -86,28 +86,10 @@ fn ring_transfers(c: &Collective, n: f64, size: u64) -> f64 {
 /// The estimate for `sc`.
 pub fn estimate(sc: &Scenario) -> Footprint {
     let hosts = sc.topology.hosts() as f64;
-    let rate = sc.topology.host_link.rate.0 as f64;
+    let rate = sc.topology.host_link.rate.0;
     let mut f = Footprint::default();
     for w in &sc.workload {
-        f.flows += match w {
-            Workload::Flows(list) => list.len() as f64,
-            Workload::Permutation { .. } => hosts,
-            Workload::Incast { senders, .. } => *senders as f64,
-            Workload::AllToAll { .. } => hosts * (hosts - 1.0),
-            Workload::Stream { count, .. } => *count as f64,
-            Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
-            Workload::Poisson {
-                load,
-                dist,
-                start,
-                until,
-                src_hosts,
-                ..
-            } => {
-                load * rate / (8.0 * dist.mean())
-                    * (*until - *start).as_secs_f64()
-                    * src_hosts.len() as f64
-            }
+        match w {
             Workload::Collective(c) => {
                 let n = c.ranks.map_or(hosts, |r| r as f64);
                 let ops = (c.iters + c.warmup_iters) as f64;
@@ -116,9 +98,10 @@ pub fn estimate(sc: &Scenario) -> Footprint {
                     .iter()
                     .map(|&s| ring_transfers(c, n, s) * ops)
                     .sum::<f64>();
-                0.0
             }
-        };
+            // Point-to-point items: the flows they expand to (Poisson: expected).
+            other => f.flows += other.expected_flows(sc.topology.hosts(), rate),
+        }
     }
     f.queue_pairs = match &sc.transport {
         Transport::Rc(rc) if rc.connections == Connections::PerFlow => f.flows,

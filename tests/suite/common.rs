@@ -37,3 +37,51 @@ pub fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
     let f = &out.flows[flow];
     f.finish.expect("flow completed").0 - f.def.start.0
 }
+
+/// The incast fabric of the reference simulator's published runs (HPCC's ns-3): 100 Gb/s
+/// hosts and fabric, 1 us cables, 1000 B MTU over RoCEv2, PFC, 32 MiB switch buffers, no
+/// switch latency beyond serialization (ns-3's switches add none); `cc` is the scenario's
+/// `cc:` map and `flows` the items of an explicit flow list.
+pub fn reference_fabric(
+    leaves: u32,
+    spines: u32,
+    hosts_per_leaf: u32,
+    cc: &str,
+    flows: &str,
+) -> Scenario {
+    scenario(&format!(
+        "
+topology:
+  leaves: {leaves}
+  spines: {spines}
+  hosts_per_leaf: {hosts_per_leaf}
+  host_link: {{ rate: 100Gbps, latency: 1us }}
+  fabric_link: {{ rate: 100Gbps, latency: 1us }}
+switch: {{ latency: 0ns, buffer: 32MiB }}
+packet: {{ mtu: 1000B, encapsulation: rocev2 }}
+flow_control: {{ mode: pfc }}
+cc: {cc}
+workload:
+  - flows: [ {flows} ]
+"
+    ))
+}
+
+/// `n` flows of `size` from hosts `first`, `first + 1`, ... to host 0, as flow items.
+pub fn flows_to_host0(first: u32, n: u32, size: &str) -> String {
+    (first..first + n)
+        .map(|s| format!("{{ src: {s}, dst: 0, size: {size} }}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Completion times of every flow, microseconds, sorted.
+pub fn finishes_us(out: &RunOutput) -> Vec<f64> {
+    let mut f: Vec<f64> = out
+        .flows
+        .iter()
+        .map(|f| f.finish.expect("every flow completes").as_us_f64())
+        .collect();
+    f.sort_by(f64::total_cmp);
+    f
+}

@@ -1,7 +1,11 @@
 //! DCQCN in the fabric: convergence, fairness, where it holds the queue, CNP pacing, and
 //! the incasts the reference simulator (HPCC's ns-3, `rdma-hw.cc`) publishes figures for.
 
+use crate::common::{finishes_us, flows_to_host0, reference_fabric};
 use doorbell::scenario::{parse_str, Overrides, Scenario};
+
+/// DCQCN with HPCC's ns-3 settings, as a `cc:` map.
+const HPCC_PRESET: &str = "{ algorithm: dcqcn, preset: hpcc }";
 use doorbell::sim::{run, RunOutput};
 
 /// Four long WRITEs from hosts 1-4 into host 0 under one leaf (100 Gb/s, 1 us cables):
@@ -108,51 +112,6 @@ fn cnps_never_exceed_one_per_flow_per_interval() {
     }
 }
 
-/// The incast settings of the reference simulator's published runs: 100 Gb/s hosts and
-/// fabric, 1 us cables, 1000 B MTU over RoCEv2, PFC, 32 MiB switch buffers, no switch
-/// latency beyond serialization (ns-3's switches add none), DCQCN with `preset`.
-fn reference_fabric(
-    leaves: u32,
-    spines: u32,
-    hosts_per_leaf: u32,
-    preset: &str,
-    flows: &str,
-) -> Scenario {
-    parse_str(
-        &format!(
-            "
-topology:
-  leaves: {leaves}
-  spines: {spines}
-  hosts_per_leaf: {hosts_per_leaf}
-  host_link: {{ rate: 100Gbps, latency: 1us }}
-  fabric_link: {{ rate: 100Gbps, latency: 1us }}
-switch: {{ latency: 0ns, buffer: 32MiB }}
-packet: {{ mtu: 1000B, encapsulation: rocev2 }}
-flow_control: {{ mode: pfc }}
-cc: {{ algorithm: dcqcn, preset: {preset} }}
-workload:
-  - flows: [ {flows} ]
-"
-        ),
-        "ref.yaml",
-        "ref",
-        &Overrides::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Completion times of every flow, microseconds, sorted.
-fn finishes_us(out: &RunOutput) -> Vec<f64> {
-    let mut f: Vec<f64> = out
-        .flows
-        .iter()
-        .map(|f| f.finish.expect("every flow completes").as_us_f64())
-        .collect();
-    f.sort_by(f64::total_cmp);
-    f
-}
-
 /// The 16:1 incast of 1 MB each on a 128-host 1:1 fabric (8 leaves x 16 hosts, 16
 /// spines; senders 16, 23, ..., 121, on the other seven leaves), DCQCN with the `hpcc`
 /// preset. HPCC's ns-3 DCQCN: first / median / last completion 1,257 / 1,452 / 1,723 us
@@ -167,7 +126,7 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
     let flows: Vec<String> = (0..16)
         .map(|i| format!("{{ src: {}, dst: 0, size: 1MB }}", 16 + i * 7))
         .collect();
-    let sc = reference_fabric(8, 16, 16, "hpcc", &flows.join(", "));
+    let sc = reference_fabric(8, 16, 16, HPCC_PRESET, &flows.join(", "));
     let f = finishes_us(&run(&sc));
     let (first, median, last) = (f[0], f[8], f[15]);
     assert!(
@@ -204,10 +163,8 @@ fn long_incasts_keep_the_bottleneck_busy_as_the_reference_simulator_does() {
     for n in [2u32, 6, 16] {
         for hops in [1, 2] {
             let first = if hops == 1 { 1 } else { 32 };
-            let flows: Vec<String> = (first..first + n)
-                .map(|s| format!("{{ src: {s}, dst: 0, size: 20MB }}"))
-                .collect();
-            let out = run(&reference_fabric(4, 32, 32, "hpcc", &flows.join(", ")));
+            let flows = flows_to_host0(first, n, "20MB");
+            let out = run(&reference_fabric(4, 32, 32, HPCC_PRESET, &flows));
             let last = finishes_us(&out)[n as usize - 1];
             let busy = n as f64 * 20e6 * 8.0 / (last * 1e-6) / payload_line;
             assert!(
@@ -228,10 +185,14 @@ fn long_incasts_keep_the_bottleneck_busy_as_the_reference_simulator_does() {
 fn nvidia_defaults_keep_a_6_to_1_incast_busy() {
     let payload_line = 100e9 * 1000.0 / 1082.0;
     for (first, floor) in [(32u32, 0.85), (1, 0.70)] {
-        let flows: Vec<String> = (first..first + 6)
-            .map(|s| format!("{{ src: {s}, dst: 0, size: 20MB }}"))
-            .collect();
-        let out = run(&reference_fabric(4, 32, 32, "nvidia", &flows.join(", ")));
+        let flows = flows_to_host0(first, 6, "20MB");
+        let out = run(&reference_fabric(
+            4,
+            32,
+            32,
+            "{ algorithm: dcqcn, preset: nvidia }",
+            &flows,
+        ));
         let last = finishes_us(&out)[5];
         let busy = 6.0 * 20e6 * 8.0 / (last * 1e-6) / payload_line;
         assert!(

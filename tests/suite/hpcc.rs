@@ -1,49 +1,10 @@
 //! HPCC in the fabric: telemetry on the wire, the incasts HPCC's ns-3 publishes figures
 //! for, and the near-empty queue at high utilisation the paper claims.
 
-use doorbell::scenario::{parse_str, Overrides, Scenario};
-use doorbell::sim::{run, RunOutput};
+use crate::common::{finishes_us, flows_to_host0, reference_fabric, rejected as refused, scenario};
+use doorbell::sim::run;
 
-fn scenario(yaml: &str) -> Scenario {
-    parse_str(yaml, "h.yaml", "h", &Overrides::default()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn refused(yaml: &str) -> String {
-    match parse_str(yaml, "h.yaml", "h", &Overrides::default()) {
-        Ok(_) => panic!("accepted:\n{yaml}"),
-        Err(e) => e.to_string(),
-    }
-}
-
-/// The reference simulator's incast fabric (see `dcqcn.rs`) with HPCC.
-fn reference_fabric(leaves: u32, spines: u32, hosts_per_leaf: u32, flows: &str) -> Scenario {
-    scenario(&format!(
-        "
-topology:
-  leaves: {leaves}
-  spines: {spines}
-  hosts_per_leaf: {hosts_per_leaf}
-  host_link: {{ rate: 100Gbps, latency: 1us }}
-  fabric_link: {{ rate: 100Gbps, latency: 1us }}
-switch: {{ latency: 0ns, buffer: 32MiB }}
-packet: {{ mtu: 1000B, encapsulation: rocev2 }}
-flow_control: {{ mode: pfc }}
-cc: {{ algorithm: hpcc }}
-workload:
-  - flows: [ {flows} ]
-"
-    ))
-}
-
-fn finishes_us(out: &RunOutput) -> Vec<f64> {
-    let mut f: Vec<f64> = out
-        .flows
-        .iter()
-        .map(|f| f.finish.expect("every flow completes").as_us_f64())
-        .collect();
-    f.sort_by(f64::total_cmp);
-    f
-}
+const HPCC: &str = "{ algorithm: hpcc }";
 
 /// Every data packet and every ACK carries 42 bytes of INT (ns-3's `IntHeader`: a hop
 /// count and five 8-byte records), so the wire carries exactly that much more than
@@ -82,7 +43,7 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_hpccs_reference_does() {
     let flows: Vec<String> = (0..16)
         .map(|i| format!("{{ src: {}, dst: 0, size: 1MB }}", 16 + i * 7))
         .collect();
-    let out = run(&reference_fabric(8, 16, 16, &flows.join(", ")));
+    let out = run(&reference_fabric(8, 16, 16, HPCC, &flows.join(", ")));
     let f = finishes_us(&out);
     let (first, median, last) = (f[0], f[8], f[15]);
     assert!(
@@ -111,10 +72,7 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_hpccs_reference_does() {
 fn long_incasts_run_near_the_target_utilisation_with_almost_no_queue() {
     for n in [2u32, 6, 16] {
         for first in [1u32, 32] {
-            let flows: Vec<String> = (first..first + n)
-                .map(|s| format!("{{ src: {s}, dst: 0, size: 20MB }}"))
-                .collect();
-            let sc = reference_fabric(4, 32, 32, &flows.join(", "));
+            let sc = reference_fabric(4, 32, 32, HPCC, &flows_to_host0(first, n, "20MB"));
             let out = run(&sc);
             let last = finishes_us(&out)[n as usize - 1];
             let port = &out.ports[sc.topology.leaf_down(0) as usize];

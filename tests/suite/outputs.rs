@@ -234,12 +234,16 @@ fn a_killed_sweep_resumes_to_the_bytes_of_an_unbroken_one() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
     // Resuming runs only the rest.
-    let o = bin()
-        .args(args)
-        .args(["--resume", "--out"])
-        .arg(&a)
-        .output()
-        .unwrap();
+    let resume = |extra: &[&str]| {
+        bin()
+            .args(args)
+            .args(extra)
+            .args(["--resume", "--out"])
+            .arg(&a)
+            .output()
+            .unwrap()
+    };
+    let o = resume(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = bin().args(args).arg("--out").arg(&b).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -254,19 +258,9 @@ fn a_killed_sweep_resumes_to_the_bytes_of_an_unbroken_one() {
         "the journal goes at the end"
     );
     // Resuming a finished sweep does nothing; resuming another sweep there is refused.
-    let o = bin()
-        .args(args)
-        .args(["--resume", "--out"])
-        .arg(&a)
-        .output()
-        .unwrap();
+    let o = resume(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = bin()
-        .args(args)
-        .args(["--seed", "3", "--resume", "--out"])
-        .arg(&a)
-        .output()
-        .unwrap();
+    let o = resume(&["--seed", "3"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("another sweep"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&a);

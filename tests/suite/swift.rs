@@ -1,12 +1,9 @@
 //! Swift in the fabric: RTTs from echoed NIC timestamps, and the queueing delay held at
 //! its target (Kumar et al., SIGCOMM 2020).
 
-use doorbell::scenario::{parse_str, Overrides, Scenario};
+use crate::common::{finishes_us, flows_to_host0, reference_fabric};
+use doorbell::scenario::{parse_str, Overrides};
 use doorbell::sim::run;
-
-fn scenario(yaml: &str) -> Scenario {
-    parse_str(yaml, "s.yaml", "s", &Overrides::default()).unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// N:1 incasts of 20 MB across the spine (4 leaves x 32 hosts, 32 spines, 100 Gb/s,
 /// 1 us cables, 1000 B MTU, RoCEv2, PFC). Swift's target is the base target (the longest
@@ -18,33 +15,16 @@ fn scenario(yaml: &str) -> Scenario {
 #[test]
 fn the_bottleneck_queue_sits_at_swifts_target() {
     for n in [2u32, 6, 16] {
-        let flows: Vec<String> = (32..32 + n)
-            .map(|s| format!("{{ src: {s}, dst: 0, size: 20MB }}"))
-            .collect();
-        let sc = scenario(&format!(
-            "
-topology:
-  leaves: 4
-  spines: 32
-  hosts_per_leaf: 32
-  host_link: {{ rate: 100Gbps, latency: 1us }}
-  fabric_link: {{ rate: 100Gbps, latency: 1us }}
-switch: {{ latency: 0ns, buffer: 32MiB }}
-packet: {{ mtu: 1000B, encapsulation: rocev2 }}
-flow_control: {{ mode: pfc }}
-cc: {{ algorithm: swift }}
-workload:
-  - flows: [ {} ]
-",
-            flows.join(", ")
-        ));
+        let sc = reference_fabric(
+            4,
+            32,
+            32,
+            "{ algorithm: swift }",
+            &flows_to_host0(32, n, "20MB"),
+        );
         let out = run(&sc);
         let port = &out.ports[sc.topology.leaf_down(0) as usize];
-        let last = out
-            .flows
-            .iter()
-            .map(|f| f.finish.expect("completes").as_us_f64())
-            .fold(0.0, f64::max);
+        let last = finishes_us(&out)[n as usize - 1];
         let busy = port.tx_bytes as f64 * 8.0 / (last * 1e-6) / 100e9;
         let queueing_us = port.mean_queue_bytes() * 8.0 / 100e9 * 1e6;
         assert!(
