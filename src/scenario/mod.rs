@@ -308,11 +308,60 @@ pub fn set_value(v: &serde_yaml::Value) -> String {
     }
 }
 
+/// Rewrites the reader's Rust type names in a message into the user's words: `u32` is
+/// "a whole number from 0 to 4294967295", `struct ScenarioFile` "a map of the scenario's
+/// sections", a unit value "an empty value", a sequence "a list".
+pub fn plain_words(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        (
+            "struct ScenarioFile",
+            "a map of the scenario's sections (topology, workload, ...)",
+        ),
+        ("u8", "a whole number from 0 to 255"),
+        ("u16", "a whole number from 0 to 65535"),
+        ("u32", "a whole number from 0 to 4294967295"),
+        ("u64", "a whole number from 0 to 18446744073709551615"),
+        ("usize", "a whole number from 0 to 18446744073709551615"),
+        ("i64", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ];
+    let mut out = message.replace("unit value", "an empty value");
+    out = out.replace("invalid type: sequence", "invalid type: a list");
+    for (rust, plain) in WORDS {
+        let from = format!("expected {rust}");
+        let mut rewritten = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(i) = rest.find(&from) {
+            let after = &rest[i + from.len()..];
+            // Only the whole word: `expected u32`, not `expected u320`.
+            let whole = !after.starts_with(|c: char| c.is_alphanumeric() || c == '_');
+            rewritten.push_str(&rest[..i]);
+            rewritten.push_str(if whole { "expected " } else { &from });
+            if whole {
+                rewritten.push_str(plain);
+            }
+            rest = after;
+        }
+        rewritten.push_str(rest);
+        out = rewritten;
+    }
+    // Any other struct the reader names is a map of fields to the user.
+    while let Some(i) = out.find("expected struct ") {
+        let end = out[i + 16..]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(out.len(), |j| i + 16 + j);
+        out.replace_range(i..end, "expected a map");
+    }
+    out
+}
+
 fn yaml_error(file: &str, e: &serde_yaml::Error, located: bool) -> ScenarioError {
     let mut message = e.to_string();
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
     }
+    let message = plain_words(&message);
     let (line, column) = match (located, e.location()) {
         (true, Some(l)) => (Some(l.line()), Some(l.column())),
         _ => (None, None),

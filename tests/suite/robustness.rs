@@ -810,7 +810,7 @@ fn unit_strings_at_the_edges_are_rejected() {
     );
     assert_eq!(
         rejected(&size("~"), "workload[0].permutation.size"),
-        "m.yaml:7:26: workload[0].permutation.size: invalid type: unit value, expected a size"
+        "m.yaml:7:26: workload[0].permutation.size: invalid type: an empty value, expected a size"
     );
     let rate = |v: &str| BASE.replace("100Gbps", v);
     assert_eq!(
@@ -831,7 +831,7 @@ fn unit_strings_at_the_edges_are_rejected() {
             &BASE.replace("leaves: 2", "leaves: 4294967296"),
             "topology.leaves"
         ),
-        "m.yaml:2:11: topology.leaves: invalid value: integer `4294967296`, expected u32"
+        "m.yaml:2:11: topology.leaves: invalid value: integer `4294967296`, expected a whole number from 0 to 4294967295"
     );
 }
 
@@ -853,15 +853,15 @@ fn documents_that_are_not_scenarios_are_rejected() {
         ("", "m.yaml:1:1: missing field `topology`"),
         (
             "~",
-            "m.yaml:1:1: invalid type: unit value, expected struct ScenarioFile",
+            "m.yaml:1:1: invalid type: an empty value, expected a map of the scenario's sections (topology, workload, ...)",
         ),
         (
             "42",
-            "m.yaml:1:1: invalid type: integer `42`, expected struct ScenarioFile",
+            "m.yaml:1:1: invalid type: integer `42`, expected a map of the scenario's sections (topology, workload, ...)",
         ),
         (
             "- 1\n- 2",
-            "m.yaml:1:1: invalid type: sequence, expected struct ScenarioFile",
+            "m.yaml:1:1: invalid type: a list, expected a map of the scenario's sections (topology, workload, ...)",
         ),
     ] {
         assert_eq!(parse(doc).unwrap_err().to_string(), msg, "{doc:?}");
@@ -1058,4 +1058,25 @@ fn set_with_a_non_numeric_index_is_rejected() {
         let r = parse_str(BASE, "m.yaml", "m", &o).map(|sc| sc.seed);
         assert!(r.is_err(), "--set {set} was accepted: seed {r:?}");
     }
+}
+
+/// The reader's Rust type names never reach the user (issue 15): `u32` becomes the range
+/// a whole number may take, a struct a map, a unit value an empty value, a sequence a
+/// list; a longer word that only starts like a type name is left alone.
+#[test]
+fn errors_say_what_is_expected_in_the_users_words() {
+    use doorbell::scenario::plain_words;
+    assert_eq!(
+        plain_words("invalid value: integer `-1`, expected u32"),
+        "invalid value: integer `-1`, expected a whole number from 0 to 4294967295"
+    );
+    assert_eq!(
+        plain_words("expected u320; invalid type: sequence, expected struct LinkSpec"),
+        "expected u320; invalid type: a list, expected a map"
+    );
+    let e = rejected(&BASE.replace("leaves: 2", "leaves: -1"), "topology.leaves");
+    assert!(
+        e.ends_with("expected a whole number from 0 to 4294967295"),
+        "{e}"
+    );
 }
