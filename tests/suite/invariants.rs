@@ -115,3 +115,28 @@ workload:
         "{e}"
     );
 }
+
+/// A SEND with no receive WQE ever posted and rnr_retry 7 (retry forever) ran until it
+/// was killed (issue 15): refused, with exit 2 on the command line. With finite RNR
+/// retries the flow fails cleanly instead, and a depth of one runs to completion.
+#[test]
+fn a_send_that_could_never_complete_is_refused() {
+    let base = "
+topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+transport: { rc: { operation: send, recv_queue_depth: DEPTH, rnr_retry: RETRY } }
+workload:
+  - flows: [ { src: 0, dst: 1, size: 64KB } ]
+";
+    let yaml = |depth: &str, retry: &str| base.replace("DEPTH", depth).replace("RETRY", retry);
+    let e = rejected(&yaml("0", "7"));
+    assert!(
+        e.contains("transport.rc.recv_queue_depth: a SEND needs a receive WQE"),
+        "{e}"
+    );
+    let sc = scenario(&yaml("0", "3"));
+    let s = summarize(&sc, &run(&sc));
+    assert_eq!(s.flows.failed, 1, "RNR retries run out");
+    let sc = scenario(&yaml("1", "7"));
+    let s = summarize(&sc, &run(&sc));
+    assert_eq!(s.flows.completed, 1);
+}

@@ -75,6 +75,15 @@ pub fn resolve_rc(
     if mtu > u32::MAX as u64 {
         return err("packet.mtu", "too large for RC");
     }
+    // A SEND consumes a receive WQE, and the application posts one only for each SEND
+    // that completed: with none to start with, no SEND ever completes, and rnr_retry 7
+    // (retry forever) would run until the clock's horizon (issue 15).
+    if operation == Op::Send && recv_queue_depth == 0 && rnr_retry == 7 {
+        return err(
+            p("recv_queue_depth"),
+            "a SEND needs a receive WQE and with recv_queue_depth 0 none is ever posted; with rnr_retry 7 (retry forever) the flow would never end: post at least one (recv_queue_depth >= 1) or let the RNR retries run out (rnr_retry below 7)",
+        );
+    }
     Ok(RcConfig {
         params: RcParams {
             timeout,
