@@ -167,7 +167,7 @@ impl HpccSender {
             let tx_bps = h.tx_bytes.saturating_sub(prev.tx_bytes) as f64 * 8.0 / (tau * 1e-12);
             let queue = h.queue_bytes.min(prev.queue_bytes) as f64 * 8.0;
             let u = tx_bps / rate + queue / (rate * bdp_bits_per_rate);
-            if u_max.is_none_or_less(u) {
+            if !matches!(u_max, Some(m) if m >= u) {
                 u_max = Some(u);
                 tau_max = tau;
             }
@@ -192,17 +192,6 @@ impl HpccSender {
             self.stats.updates += 1;
             self.stats.decreases += (k >= 1.0) as u64;
         }
-    }
-}
-
-/// `Option::is_none_or` for the MSRV: whether `self` is none or below `x`.
-trait NoneOrLess {
-    fn is_none_or_less(&self, x: f64) -> bool;
-}
-
-impl NoneOrLess for Option<f64> {
-    fn is_none_or_less(&self, x: f64) -> bool {
-        !matches!(self, Some(v) if *v >= x)
     }
 }
 

@@ -128,7 +128,8 @@ impl SwiftSender {
             } else {
                 self.p.ai_packets * n
             };
-        } else if self.last_decrease.is_none_or_before(now, rtt) {
+        } else if !matches!(self.last_decrease, Some(t) if now.0 < t.0 + rtt.0) {
+            // At most one decrease per RTT.
             let r = rtt.0 as f64;
             let factor = (1.0 - self.p.beta * (r - target.0 as f64) / r).max(1.0 - self.p.max_mdf);
             self.cwnd *= factor;
@@ -149,20 +150,6 @@ impl SwiftSender {
         let rtt = self.rtt?;
         (self.cwnd < 1.0)
             .then(|| self.cwnd * self.p.mtu_wire as f64 * 8.0 / rtt.as_secs_f64().max(1e-12))
-    }
-}
-
-/// Whether a decrease is allowed: none yet, or at least one RTT since the last.
-trait CanDecrease {
-    fn is_none_or_before(&self, now: SimTime, rtt: SimDuration) -> bool;
-}
-
-impl CanDecrease for Option<SimTime> {
-    fn is_none_or_before(&self, now: SimTime, rtt: SimDuration) -> bool {
-        match self {
-            None => true,
-            Some(t) => now.0 >= t.0 + rtt.0,
-        }
     }
 }
 

@@ -49,9 +49,10 @@ pub struct Wire {
     pub switch_latency: SimDuration,
 }
 
-/// HPCC's T (ns-3 GLOBAL_T): the base RTT of the fabric's longest path, a full data
-/// packet out and an ACK back, both carrying INT.
-fn longest_base_rtt(topo: &Topology, w: &Wire) -> SimDuration {
+/// The base RTT of the fabric's longest path (across a spine if there is one), a full
+/// data packet out and an ACK back, each `extra` bytes longer (HPCC's INT). HPCC's T
+/// (ns-3 GLOBAL_T) and Swift's base target start from it.
+fn longest_base_rtt(topo: &Topology, w: &Wire, extra: u64) -> SimDuration {
     let (a, b) = if topo.leaves_per_plane() > 1 {
         (0, topo.first_host_of(1))
     } else {
@@ -61,8 +62,8 @@ fn longest_base_rtt(topo: &Topology, w: &Wire) -> SimDuration {
     crate::analytic::base_rtt(
         &topo.path_links(a, b),
         w.switch_latency,
-        w.mtu + o + crate::packet::RETH_BYTES + INT_BYTES,
-        o + crate::packet::AETH_BYTES + INT_BYTES,
+        w.mtu + o + crate::packet::RETH_BYTES + extra,
+        o + crate::packet::AETH_BYTES + extra,
     )
 }
 
@@ -135,19 +136,8 @@ fn resolve_swift(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<Sw
             );
         }
     }
-    let o = w.encapsulation.overhead_bytes();
-    let mtu_wire = w.mtu + o;
-    let (a, b) = if topo.leaves_per_plane() > 1 {
-        (0, topo.first_host_of(1))
-    } else {
-        (0, 1.min(topo.hosts().saturating_sub(1)))
-    };
-    let rtt = crate::analytic::base_rtt(
-        &topo.path_links(a, b),
-        w.switch_latency,
-        mtu_wire + crate::packet::RETH_BYTES,
-        o + crate::packet::AETH_BYTES,
-    );
+    let mtu_wire = w.mtu + w.encapsulation.overhead_bytes();
+    let rtt = longest_base_rtt(topo, w, 0);
     let bdp = rtt.as_secs_f64() * topo.host_link.rate.0 as f64 / 8.0 / mtu_wire as f64;
     let mut p = SwiftParams::paper(rtt, bdp, mtu_wire);
     for (name, v, slot) in [
@@ -182,7 +172,7 @@ fn resolve_hpcc(spec: &schema::CcSpec, topo: &Topology, w: &Wire) -> VResult<Hpc
     refuse_given(&dcqcn_fields(spec), "a DCQCN", HPCC_TAKES)?;
     refuse_given(&swift_fields(spec), "a Swift", HPCC_TAKES)?;
     let host_rate = topo.host_link.rate.0 as f64;
-    let mut p = HpccParams::paper(host_rate, longest_base_rtt(topo, w));
+    let mut p = HpccParams::paper(host_rate, longest_base_rtt(topo, w, INT_BYTES));
     if let Some(u) = spec.target_utilization {
         if !(u > 0.0 && u <= 1.0) {
             return err(
