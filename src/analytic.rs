@@ -19,9 +19,11 @@ use crate::topology::LinkParams;
 use crate::transport::rc::Op;
 use crate::units::{serialization_delay, SimDuration};
 
-/// FCT of `size` payload bytes from `src` to `dst` on an otherwise empty fabric: from the
-/// flow's start to the arrival of its last byte where it is going (at `dst` for raw
-/// packets, RC WRITE and SEND; back at `src` for an RC READ, which first sends a request).
+/// FCT of `size` payload bytes from `src` to `dst` on an otherwise empty fabric, ending
+/// where the simulator ends it ([`crate::sim::FlowState::finish`]): for raw packets, the
+/// arrival of the last byte at `dst`; for an RC WRITE or SEND, the arrival back at `src`
+/// of the ACK of the last packet, sent as soon as that packet landed; for an RC READ, the
+/// arrival at `src` of its last response (after the request went out).
 pub fn ideal_fct(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
     ideal_fct_paced(sc, src, dst, size, None)
 }
@@ -36,37 +38,84 @@ pub fn ideal_fct_paced(
     size: u64,
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
-    let on = |a: u32, b: u32, bytes: u64, first_extra: u64, last_extra: u64| {
-        let links = sc.topology.path_links(a, b);
-        // Per-packet routing may spread a flow over every parallel path: each hop has as
-        // many lanes as it has parallel links; per-flow routing keeps one.
-        let lanes = if sc.routing.per_packet() {
-            sc.topology.path_lanes(a, b)
-        } else {
-            vec![1; links.len()]
-        };
-        let timing = Timing {
-            switch_lat: sc.switch.latency,
-            forwarding: sc.switch.forwarding,
-            mtu: sc.mtu,
-            overhead: sc.encapsulation.overhead_bytes(),
-            header: sc.encapsulation.header_bytes(),
-            first_extra,
-            last_extra,
-            dma,
-        };
-        ideal_fct_on_lanes(&links, &lanes, &timing, bytes)
-    };
+    let landed = ideal_landed_paced(sc, src, dst, size, dma);
     match &sc.transport {
-        Transport::Raw => on(src, dst, size, 0, 0),
+        // The last packet's ACK (an AETH, no payload) goes back as soon as it landed.
+        Transport::Rc(rc) if rc.operation != Op::Read => {
+            landed + one_way(sc, dst, src, 0, AETH_BYTES, 0, None)
+        }
+        _ => landed,
+    }
+}
+
+/// When the last byte of `size` payload bytes from `src` to `dst` lands where it is
+/// going, on an otherwise empty fabric (at `dst` for raw packets, RC WRITE and SEND; back
+/// at `src` for an RC READ, which first sends a request): [`ideal_fct`] without the
+/// final ACK's trip.
+pub fn ideal_landed(sc: &Scenario, src: u32, dst: u32, size: u64) -> SimDuration {
+    ideal_landed_paced(sc, src, dst, size, None)
+}
+
+/// [`ideal_landed`] with the sender's payload DMA reading at `dma` (see
+/// [`ideal_fct_paced`]).
+pub fn ideal_landed_paced(
+    sc: &Scenario,
+    src: u32,
+    dst: u32,
+    size: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
+    match &sc.transport {
+        Transport::Raw => one_way(sc, src, dst, size, 0, 0, dma),
         Transport::Rc(rc) => match rc.operation {
-            Op::Write => on(src, dst, size, RETH_BYTES, 0),
-            Op::Send => on(src, dst, size, 0, 0),
+            Op::Write => one_way(sc, src, dst, size, RETH_BYTES, 0, dma),
+            Op::Send => one_way(sc, src, dst, size, 0, 0, dma),
             // The request (RETH, no payload), then the responses (AETH on the first and
             // the last) stream back as soon as it has arrived.
-            Op::Read => on(src, dst, 0, RETH_BYTES, 0) + on(dst, src, size, AETH_BYTES, AETH_BYTES),
+            Op::Read => {
+                one_way(sc, src, dst, 0, RETH_BYTES, 0, dma)
+                    + one_way(sc, dst, src, size, AETH_BYTES, AETH_BYTES, dma)
+            }
         },
     }
+}
+
+/// `bytes` of payload from `a` to `b` alone on the scenario's fabric, in MTU packets the
+/// first of which carries `first_extra` more bytes and the last `last_extra` more.
+fn one_way(
+    sc: &Scenario,
+    a: u32,
+    b: u32,
+    bytes: u64,
+    first_extra: u64,
+    last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> SimDuration {
+    // HPCC's switches stamp telemetry on every data packet and ACK (`cc::hpcc`).
+    let int_bytes = if sc.cc.is_some_and(|c| c.wants_telemetry()) {
+        crate::cc::hpcc::INT_BYTES
+    } else {
+        0
+    };
+    let links = sc.topology.path_links(a, b);
+    // Per-packet routing may spread a flow over every parallel path: each hop has as
+    // many lanes as it has parallel links; per-flow routing keeps one.
+    let lanes = if sc.routing.per_packet() {
+        sc.topology.path_lanes(a, b)
+    } else {
+        vec![1; links.len()]
+    };
+    let timing = Timing {
+        switch_lat: sc.switch.latency,
+        forwarding: sc.switch.forwarding,
+        mtu: sc.mtu,
+        overhead: sc.encapsulation.overhead_bytes() + int_bytes,
+        header: sc.encapsulation.header_bytes(),
+        first_extra,
+        last_extra,
+        dma,
+    };
+    ideal_fct_on_lanes(&links, &lanes, &timing, bytes)
 }
 
 /// [`ideal_fct`] on an explicit path of links joined by switches of latency `switch_lat`.

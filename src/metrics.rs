@@ -388,7 +388,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 all.add(fct, slow);
                 buckets[b].0.add(fct, slow);
                 per_flow_gbps.push(f.def.size as f64 * 8.0 / (fct as f64 / 1e12) / 1e9);
-                last_delivery = last_delivery.max(fin.0);
+                last_delivery = last_delivery.max(f.landed.unwrap_or(fin).0);
             }
             None => counts.incomplete += 1,
         }

@@ -47,7 +47,7 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
     let mut w = AtomicFile::create(path)?;
     writeln!(
         w,
-        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us{}",
+        "flow,workload,kind,src,dst,size_bytes,start_us,finish_us,last_byte_us,fct_us,ideal_fct_us,slowdown,goodput_gbps,delivered_bytes,packets_sent,packets_dropped,retransmissions,status,failed_at_us{}",
         if out.host.is_some() {
             // End-to-end latency and its stages, in exact picoseconds.
             let mut h = String::from(",posting,latency_ps");
@@ -120,12 +120,14 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
         };
         writeln!(
             w,
-            "{i},{},{kind},{},{},{},{},{finish},{fct},{},{slow},{gput},{},{},{},{},{status},{}{host_cols}",
+            "{i},{},{kind},{},{},{},{},{finish},{},{fct},{},{slow},{gput},{},{},{},{},{status},{}{host_cols}",
             f.def.workload,
             f.def.src,
             f.def.dst,
             f.def.size,
             r4(f.def.start.as_us_f64()),
+            f.landed
+                .map_or(String::new(), |t| r4(t.as_us_f64()).to_string()),
             r4(f.ideal.as_us_f64()),
             f.delivered,
             f.packets_sent,
@@ -305,7 +307,7 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         let rtt = base_rtt(&links, sc.switch.latency, sc.mtu_wire_bytes(), ack);
         let bottleneck = links.iter().map(|l| l.rate).min().expect("path");
         let bdp = rtt.as_secs_f64() * bottleneck.0 as f64 / 8.0;
-        let one_way = crate::analytic::ideal_fct(sc, a, b, sc.mtu);
+        let one_way = crate::analytic::ideal_landed(sc, a, b, sc.mtu);
         let _ = writeln!(
             s,
             "path     {label}: one MTU packet {:.3} us one-way, base RTT {:.3} us, BDP {:.0} B = {:.1} full packets",

@@ -2,7 +2,7 @@
 //! and the message rate a burst of small messages cannot exceed.
 //!
 //! These follow the rules of `components::host` with nothing else going on: every stage
-//! takes its configured cost once (the `wire` stage is [`super::ideal_fct`]), and a burst
+//! takes its configured cost once (the `wire` stage is [`super::ideal_landed`]), and a burst
 //! is limited by its slowest resource: the posting contexts, the NIC's DMA read slots, its
 //! send engine, the link, or (when data is staged) the copy engine.
 
@@ -90,7 +90,7 @@ pub fn unloaded_stages(
         half + tx_path.control_extra,
         fetch,
         h.wqe_processing + payload,
-        super::ideal_fct_paced(sc, src, dst, size, Some(tx_path.dma_bandwidth)),
+        super::ideal_landed_paced(sc, src, dst, size, Some(tx_path.dma_bandwidth)),
         half + rx_path.control_extra.max(rx_path.payload_extra),
         notification,
         copy(rx_path.staged),

@@ -10,6 +10,8 @@
 //! - `fct_at_least_ideal`: no flow finishes sooner than its ideal FCT on an empty fabric
 //!   (`analytic::ideal_fct`, multipath-aware), so slowdown >= 1;
 //! - `finish_within_run`: no flow finishes after the run's end or before its start;
+//! - `landed_before_finish`: a finished flow's last byte landed, and no later than the
+//!   sender learned of it (its last ACK under RC);
 //! - `stall_has_reason`: a run that ran out of events with work left names, for each
 //!   pending flow (and unfinished collective), a reason the model allows: a packet lost
 //!   under the raw transport, a loss or an out-of-order discard with `timeout: 0`
@@ -28,11 +30,12 @@ use crate::sim::{Outcome, RunOutput};
 use serde::Serialize;
 
 /// The rules checked, in `summary.json` order.
-pub const RULES: [&str; 7] = [
+pub const RULES: [&str; 8] = [
     "lossless_no_drop",
     "delivered_within_size",
     "fct_at_least_ideal",
     "finish_within_run",
+    "landed_before_finish",
     "stall_has_reason",
     "time_within_horizon",
     "time_advances",
@@ -106,6 +109,17 @@ pub fn check(sc: &Scenario, out: &RunOutput, dropped: u64) -> InvariantReport {
             );
         }
         if let Some(fin) = f.finish {
+            if !f.landed.is_some_and(|l| l <= fin) {
+                add(
+                    "landed_before_finish",
+                    format!(
+                        "flow {i}: finished at {} ps, its last byte landed {}",
+                        fin.0,
+                        f.landed
+                            .map_or("never".into(), |l| format!("at {} ps", l.0))
+                    ),
+                );
+            }
             // A run stopped by `duration` may have recorded a finish a packet's tail
             // later (cut-through hands a packet over at its header).
             let after_end = fin > out.end && !out.stopped_by_duration;

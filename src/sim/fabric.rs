@@ -286,6 +286,7 @@ impl Sim {
         let f = &mut self.flows[p.flow as usize];
         f.delivered += p.payload as u64;
         if f.delivered == f.def.size && f.finish.is_none() {
+            f.landed = Some(at);
             f.finish = Some(at);
             f.outcome = super::Outcome::Completed;
             self.message_done(at, p.flow);

@@ -107,7 +107,14 @@ pub struct FlowState {
     /// Packets lost: dropped at a full queue or destroyed by a fault.
     pub packets_dropped: u32,
     pub retransmissions: u32,
-    /// When the last byte arrived.
+    /// When the last byte arrived where it was going (the destination's memory for raw
+    /// packets, WRITE and SEND; the requester's for a READ).
+    pub landed: Option<SimTime>,
+    /// When the flow completed as its sender sees it: under RC, when the requester
+    /// learned of it (the ACK of the last packet for WRITE and SEND, as a work
+    /// completion reports it and HPCC's ns-3 and csg-htsim end FCT; the last response
+    /// for READ, which is also when it landed). Raw packets and flows ending at a switch
+    /// get no acknowledgement: they finish when they land. FCT ends here.
     pub finish: Option<SimTime>,
     /// When the queue pair failed.
     pub failed_at: Option<SimTime>,
@@ -159,6 +166,7 @@ impl FlowState {
             packets_sent: 0,
             packets_dropped: 0,
             retransmissions: 0,
+            landed: None,
             finish: None,
             failed_at: None,
             outcome: Outcome::Pending,

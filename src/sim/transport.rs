@@ -429,9 +429,11 @@ impl Sim {
             let f = &mut self.flows[c.wr_id as usize];
             match c.status {
                 WcStatus::Success => {
-                    // WRITE and SEND finished when their last byte landed; a READ when
-                    // its last response did, which is now.
-                    let first = f.finish.is_none();
+                    // The requester learns of completion now: the last ACK of a WRITE
+                    // or SEND (which landed before), the last response of a READ
+                    // (which lands now).
+                    let first = f.landed.is_none();
+                    f.landed.get_or_insert(now);
                     f.finish.get_or_insert(now);
                     f.outcome = Outcome::Completed;
                     if op == Op::Read {
@@ -527,6 +529,7 @@ impl Sim {
             let f = &mut self.flows[p.flow as usize];
             f.delivered += p.payload as u64;
             if f.delivered == f.def.size {
+                f.landed = Some(now);
                 f.finish = Some(now);
                 f.outcome = Outcome::Completed;
                 self.on_delivered(now, p.flow);
@@ -664,8 +667,9 @@ impl Sim {
         }
         let f = &mut self.flows[p.flow as usize];
         f.delivered += a.deliver as u64;
-        if a.message_done && f.finish.is_none() {
-            f.finish = Some(now);
+        if a.message_done && f.landed.is_none() {
+            // Landed; it completes when the requester hears of it (its ACK).
+            f.landed = Some(now);
             self.on_delivered(now, p.flow);
         }
         if let Some(ack) = a.reply {

@@ -404,7 +404,7 @@ workload:
     let o = bin().args(args(false)).output().unwrap();
     let shown = String::from_utf8_lossy(&o.stdout);
     assert!(
-        shown.contains("checks   7 invariants held (lossless_no_drop,"),
+        shown.contains("checks   8 invariants held (lossless_no_drop,"),
         "{shown}"
     );
     let _ = std::fs::remove_dir_all(&dir);

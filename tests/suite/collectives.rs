@@ -1,7 +1,7 @@
 //! Collectives against the alpha-beta model and nccl-tests' arithmetic.
 
 use crate::common::{scenario, scenario_with};
-use doorbell::analytic::ideal_fct;
+use doorbell::analytic::ideal_landed;
 use doorbell::metrics::summarize;
 use doorbell::sim::run;
 
@@ -12,7 +12,7 @@ flow_control: { mode: ib_credit }";
 
 /// Ring allreduce on an idle leaf, one channel and one loop: 2(n - 1) steps, each a
 /// message of S / n whose time is alpha + (S / n) / B, with alpha and B the model's own
-/// (alpha: a message's ideal FCT minus its payload time; B: the link's payload rate), plus
+/// (alpha: a message's ideal time to land, `ideal_landed`, minus its payload time; B: the link's payload rate), plus
 /// the reduction of each received piece in the first n - 1 steps. So the time is
 /// 2(n - 1) alpha + 2(n - 1)/n x S/B + (n - 1) x (S/n)/R, within 3% (the ACKs that share
 /// each host's uplink with its data cost a few nanoseconds per step).
@@ -30,7 +30,7 @@ workload:
         let row = &s.collectives[0].rows[0];
         assert_eq!(row.wrong, 0);
         let piece = size / n;
-        let fct = ideal_fct(&sc, 0, 1, piece).0 as f64;
+        let fct = ideal_landed(&sc, 0, 1, piece).0 as f64;
         // Payload rate: 100 Gb/s x MTU / (MTU + overhead) (4096 B MTU, 26 B IB overhead).
         let b = 100e9 / 8.0 * 4096.0 / 4122.0 / 1e12; // bytes per ps
         let alpha = fct - piece as f64 / b;

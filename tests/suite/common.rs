@@ -32,10 +32,16 @@ pub fn rejected(yaml: &str) -> String {
     }
 }
 
-/// Flow completion time of flow `flow`, picoseconds.
+/// Flow completion time of flow `flow` (to when its sender learned of it), picoseconds.
 pub fn fct_ps(out: &RunOutput, flow: usize) -> u64 {
     let f = &out.flows[flow];
     f.finish.expect("flow completed").0 - f.def.start.0
+}
+
+/// When flow `flow`'s last byte landed, picoseconds from its start.
+pub fn landed_ps(out: &RunOutput, flow: usize) -> u64 {
+    let f = &out.flows[flow];
+    f.landed.expect("flow landed").0 - f.def.start.0
 }
 
 /// The incast fabric of the reference simulator's published runs (HPCC's ns-3): 100 Gb/s

@@ -102,7 +102,7 @@ host: { posting: cpu, memory: gpu, completion: interrupt, doorbell_batch: 4 }",
         let stages: u64 = (0..STAGES.len()).map(|k| m.t[k + 1] - m.t[k]).sum();
         assert_eq!(stages, m.t[T_DONE] - m.t[T_START]);
         assert_eq!(m.t[T_START], f.def.start.0, "latency starts with the flow");
-        assert_eq!(m.t[6], f.finish.unwrap().0, "wire ends at the last byte");
+        assert_eq!(m.t[6], f.landed.unwrap().0, "wire ends at the last byte");
         checked += 1;
     }
     assert_eq!(checked, out.flows.len(), "every message completed");

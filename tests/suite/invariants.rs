@@ -25,7 +25,7 @@ fn each_rule_fires_on_a_run_that_breaks_it() {
     let out = run(&sc);
     let s = summarize(&sc, &out);
     assert!(s.invariants.held(), "{:?}", s.invariants.violations);
-    assert_eq!(s.invariants.checked.len(), 7);
+    assert_eq!(s.invariants.checked.len(), 8);
 
     let mut o = run(&sc);
     o.ports[0].drops[0] = 3;
@@ -38,7 +38,15 @@ fn each_rule_fires_on_a_run_that_breaks_it() {
     let mut o = run(&sc);
     let f = &mut o.flows[0];
     f.finish = Some(SimTime(f.def.start.0 + f.ideal.0 - 1));
+    f.landed = f.landed.min(f.finish);
     assert_eq!(rules(&summarize(&sc, &o)), ["fct_at_least_ideal"]);
+
+    let mut o = run(&sc);
+    let f = &mut o.flows[0];
+    f.landed = f.finish.map(|t| t + SimDuration(1));
+    assert_eq!(rules(&summarize(&sc, &o)), ["landed_before_finish"]);
+    o.flows[0].landed = None;
+    assert_eq!(rules(&summarize(&sc, &o)), ["landed_before_finish"]);
 
     let mut o = run(&sc);
     o.flows[0].finish = Some(o.end + SimDuration(1));

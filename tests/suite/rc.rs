@@ -5,9 +5,9 @@
 //! picoseconds and every delay involved is a whole number of them. Scenarios are inline
 //! YAML, as a user would write them.
 
-use crate::common::{fct_ps, scenario};
+use crate::common::{fct_ps, landed_ps, scenario};
 
-use doorbell::analytic::base_rtt;
+use doorbell::analytic::{base_rtt, ideal_landed};
 use doorbell::metrics::summarize;
 use doorbell::packet::{AETH_BYTES, RETH_BYTES};
 use doorbell::scenario::Scenario;
@@ -158,8 +158,9 @@ workload:
     let f = &out.flows[0];
     let t = local_ack_timeout_ps(timeout);
     // The ideal FCT by hand: 1000 + 26 + 16 (RETH) = 1042 B = 83.36 ns per link, two 1 us
-    // links, one 300 ns switch; the simulator's analytic ideal must agree.
-    let ideal = 2 * 83_360 + 2 * 1_000_000 + 300_000;
+    // links, one 300 ns switch, then the 30 B ACK (2.4 ns per link) back the same way;
+    // the simulator's analytic ideal must agree.
+    let ideal = 2 * 83_360 + 2 * 1_000_000 + 300_000 + 2 * 2_400 + 2 * 1_000_000 + 300_000;
     assert_eq!(f.ideal.0, ideal);
     println!(
         "lost packet: FCT {} ps = timeout {} ps + ideal {} ps",
@@ -235,8 +236,18 @@ workload:
     let t = local_ack_timeout_ps(timeout);
     let rtt = rtt(&sc, 1000 + OVERHEAD + RETH_BYTES);
     assert_eq!(rtt, 2 * (2 * 1_000_000 + 83_360 + 2_400) + 2 * 300_000);
-    assert_eq!(fct_ps(&out, 0), f.ideal.0, "delivered the first time");
+    assert_eq!(f.ideal.0, rtt, "the ideal FCT ends at the ACK");
+    assert_eq!(
+        landed_ps(&out, 0),
+        rtt - (2 * 1_000_000 + 2 * 2_400 + 300_000),
+        "delivered the first time"
+    );
     assert_eq!(out.end.0, t + rtt, "completed by the duplicate's ACK");
+    assert_eq!(
+        fct_ps(&out, 0),
+        t + rtt,
+        "the requester learns of it from that ACK"
+    );
     assert_eq!(f.outcome, Outcome::Completed);
     assert_eq!((f.retransmissions, f.delivered), (1, 1000));
     let rc = totals(&out);
@@ -345,8 +356,10 @@ fn rnr_naks_are_spaced_by_the_rnr_timer_and_rnr_retry_bounds_them() {
     for (rnr_retry, delay_us) in [(7u32, 200u64), (7, 1000)] {
         let (sc, out) = rnr_run(rnr_retry, delay_us);
         let f = &out.flows[0];
-        let d = f.ideal.0;
+        let d = ideal_landed(&sc, 0, 1, 1000).0;
         assert_eq!(d, 2 * 82_080 + 2 * 1_000_000 + 300_000);
+        // The FCT ends at the ACK of the SEND that landed: one base RTT after its attempt.
+        assert_eq!(f.ideal.0, rtt(&sc, 1000 + OVERHEAD));
         let p = rtt(&sc, 1000 + OVERHEAD) + RNR_TIMER_PS;
         let delay = delay_us * 1_000_000;
         let n = (delay - d).div_ceil(p);
@@ -355,12 +368,13 @@ fn rnr_naks_are_spaced_by_the_rnr_timer_and_rnr_retry_bounds_them() {
             "RNR: recv_post_delay {delay_us} us, rnr_retry {rnr_retry}: {} RNR NAKs (predicted {n}), FCT {} ps (predicted {})",
             totals(&out).rnr_naks,
             fct_ps(&out, 0),
-            n * p + d
+            n * p + f.ideal.0
         );
         assert_eq!(f.outcome, Outcome::Completed);
         assert_eq!(totals(&out).rnr_naks, n);
         assert_eq!(f.retransmissions as u64, n);
-        assert_eq!(fct_ps(&out, 0), n * p + d);
+        assert_eq!(landed_ps(&out, 0), n * p + d);
+        assert_eq!(fct_ps(&out, 0), n * p + f.ideal.0);
         assert_eq!(f.delivered, 1000);
         if delay_us == 1000 {
             assert!(n > 7, "rnr_retry 7 (forever) outlasts 7 RNR NAKs: {n}");

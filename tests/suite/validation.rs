@@ -3,7 +3,7 @@
 //! Each test states the analytic figure, where it comes from and why its tolerance is what
 //! it is. Scenarios are written inline as YAML so each test reads as a user would write it.
 
-use crate::common::{fct_ps, scenario};
+use crate::common::{fct_ps, landed_ps, scenario};
 
 use doorbell::analytic::md1_mean_wait;
 use doorbell::metrics::summarize;
@@ -34,15 +34,26 @@ fn one_packet_across_two_hops_store_and_forward_to_the_picosecond() {
     let expected = 2 * 83_360 + 2 * 20_840 // serialization, four hops
         + 2 * 200_000 + 2 * 500_000        // propagation
         + 3 * 300_000; // port-to-port latency
-    assert_eq!(fct_ps(&out, 0), expected);
-    assert_eq!(out.flows[0].ideal.0, expected, "the analytic ideal agrees");
+    assert_eq!(landed_ps(&out, 0), expected);
+    // The flow completes when the requester gets the ACK: 26 B + 4 B AETH = 30 B = 240
+    // bits, 2_400 ps at 100 Gb/s and 600 ps at 400 Gb/s, back over the same four hops.
+    let ack = 2 * 2_400 + 2 * 600 + 2 * 200_000 + 2 * 500_000 + 3 * 300_000;
+    assert_eq!(fct_ps(&out, 0), expected + ack);
+    assert_eq!(
+        out.flows[0].ideal.0,
+        expected + ack,
+        "the analytic ideal agrees"
+    );
     // Without a transport the packet has no RETH: 1026 B, 82_080 / 20_520 ps per hop.
     let raw = scenario(&format!(
         "{}transport: {{ mode: raw }}\n",
         TWO_HOP.replace("FORWARDING", "store_and_forward")
     ));
     let expected_raw = 2 * 82_080 + 2 * 20_520 + 2 * 200_000 + 2 * 500_000 + 3 * 300_000;
-    assert_eq!(fct_ps(&run(&raw), 0), expected_raw);
+    // No ACK either: it completes when it lands.
+    let raw = run(&raw);
+    assert_eq!(fct_ps(&raw, 0), expected_raw);
+    assert_eq!(landed_ps(&raw, 0), expected_raw);
 }
 
 #[test]
@@ -58,8 +69,14 @@ fn one_packet_across_two_hops_cut_through_to_the_picosecond() {
     //         (tail bound 1_083_360 + 300_000 - 20_840 = 1_362_520 is earlier)
     //  leaf:  header in at 1_362_920 + 400 + 500_000 = 1_863_320 -> start 2_163_320
     //  host:  tail in at 2_163_320 + 83_360 + 200_000 = 2_446_680
-    assert_eq!(fct_ps(&out, 0), 2_446_680);
-    assert_eq!(out.flows[0].ideal.0, 2_446_680);
+    assert_eq!(landed_ps(&out, 0), 2_446_680);
+    // Its 30 B ACK (2_400 / 600 ps per hop) back, by the same rules, from 0:
+    //  leaf:  header in at 1_600 + 200_000, tail at 202_400 -> start 501_800 (tail bound)
+    //  spine: header in at 501_800 + 400 + 500_000 = 1_002_200 -> start 1_302_200
+    //  leaf:  header in at 1_302_200 + 400 + 500_000 = 1_802_600 -> start 2_102_600
+    //  host:  tail in at 2_102_600 + 2_400 + 200_000 = 2_305_000
+    assert_eq!(fct_ps(&out, 0), 2_446_680 + 2_305_000);
+    assert_eq!(out.flows[0].ideal.0, 2_446_680 + 2_305_000);
 }
 
 #[test]
