@@ -10,6 +10,7 @@
 //! `start(i, j+1) = max(ready(i, j+1), end(i-1, j+1))`, which is exact for any mix of link
 //! rates and a short last packet.
 
+pub mod dcqcn_fluid;
 pub mod host;
 
 use crate::components::Forwarding;

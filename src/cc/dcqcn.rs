@@ -40,10 +40,11 @@
 //! decaying with no CNP, checks with no CNP, increases at line rate) are taken in one step.
 //! Rates are f64 bits per second; every operation is the same on every machine.
 //!
-//! Leaves out: NVIDIA's `rpg_gd` (the cut here is the paper's and ns-3's alpha / 2), the
-//! paper's growing hyper increase (i x R_HAI; ns-3 adds R_HAI per event), the CNP's own
-//! priority handling (the fabric gives it the control class) and per-packet rate-limiter
-//! granularity beyond exact pacing.
+//! Leaves out: NVIDIA's `rpg_gd` (its default 11 with alpha in 1/1024 units is the
+//! paper's and ns-3's alpha / 2, the cut here), the paper's growing hyper increase
+//! (i x R_HAI; ns-3 adds R_HAI per event, and NVIDIA does not document which), the
+//! CNP's own priority handling (the fabric gives it the control class) and per-packet
+//! rate-limiter granularity beyond exact pacing.
 
 use crate::units::{SimDuration, SimTime};
 
@@ -93,12 +94,14 @@ pub enum Preset {
     Paper,
     /// NVIDIA firmware defaults (DOCA "DCQCN CC Parameters"): g 5/1024 per 1 us, initial
     /// alpha 1023/1024, CNP 4 us, at most one cut per 4 us, no clamp (but after a timer
-    /// increase), min decrease 50%, T 300 us, B 32767 B, F 1, R_AI 5 Mb/s, R_HAI 50 Mb/s.
+    /// increase), min decrease 50%, T 300 us, B 32767 B, F 1, R_AI 5 Mb/s, R_HAI 50 Mb/s,
+    /// R_min 1 Mb/s (`rpg_min_rate`).
     Nvidia,
     /// HPCC's ns-3 (`run.py`, 100 Gb/s runs): g 1/256 per 1 us, initial alpha 1, a CNP
     /// per marked packet, at most one cut per 4 us (RATE_DECREASE_INTERVAL), clamp only
     /// after a timer increase (CLAMP_TARGET_RATE 0), T 300 us, no byte counter, F 1,
-    /// R_AI 5 Mb/s and R_HAI 50 Mb/s scaled by rate / 25 Gb/s, R_min 100 Mb/s.
+    /// R_AI 5 Mb/s and R_HAI 50 Mb/s scaled by rate / 25 Gb/s, R_min 1 Gb/s (`run.py`'s
+    /// `MIN_RATE 1000Mb/s`; `RdmaHw`'s own default of 100 Mb/s is not what its runs use).
     Hpcc,
 }
 
@@ -138,7 +141,7 @@ impl Preset {
                 fast_recovery_steps: 1,
                 rate_ai_bps: 5e6,
                 rate_hai_bps: 50e6,
-                rate_min_bps: 10e6,
+                rate_min_bps: 1e6,
             },
             Preset::Hpcc => {
                 let scale = line_rate_bps / 25e9;
@@ -157,7 +160,7 @@ impl Preset {
                     fast_recovery_steps: 1,
                     rate_ai_bps: 5e6 * scale,
                     rate_hai_bps: 50e6 * scale,
-                    rate_min_bps: 100e6,
+                    rate_min_bps: 1e9,
                 }
             }
         }
@@ -353,6 +356,12 @@ impl ReactionPoint {
         }
         self.rt = self.rt.min(self.line_rate_bps);
         self.rc = ((self.rt + self.rc) / 2.0).min(self.line_rate_bps);
+    }
+
+    /// When the increase timer next fires (`None`: not running): the next time the rate
+    /// may rise other than by bytes sent.
+    pub fn next_rate_rise(&self) -> Option<SimTime> {
+        self.increase_deadline
     }
 
     /// When the reaction point next has a timer due (`None`: none running).

@@ -267,6 +267,17 @@ impl CongestionControl {
     }
 
     /// Timers that are due fire.
+    /// The next time a timer may raise the rate (a paced packet waiting longer looks
+    /// again then). Algorithms that change their rate only on ACKs have none.
+    pub fn next_rate_rise(&self) -> Option<SimTime> {
+        match self {
+            CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {
+                None
+            }
+            CongestionControl::Dcqcn(rp) => rp.next_rate_rise(),
+        }
+    }
+
     pub fn handle_timeout(&mut self, now: SimTime) {
         match self {
             CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {}

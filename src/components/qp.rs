@@ -6,8 +6,11 @@
 //! - two directions: `Forward` (requester to responder: WRITE/SEND data, READ
 //!   requests) and `Reverse` (responder to requester: READ responses). Each has its own
 //!   congestion control ([`crate::cc::CongestionControl`]) and its own pacing: after a
-//!   packet of `wire` bytes leaves at `now`, the next may leave at
-//!   `now + wire / rate` (the rate limiter of DCQCN §3.1, Zhu et al., SIGCOMM 2015);
+//!   packet of `wire` bytes leaves at `t`, the next may leave at `t + wire / rate`
+//!   (the rate limiter of DCQCN §3.1, Zhu et al., SIGCOMM 2015), at the rate in force
+//!   when it asks: a rate that changes while the next packet waits moves its time, as
+//!   HPCC's ns-3 does (`RdmaHw::ChangeRate` shifts `m_nextAvail` by the new minus the
+//!   old serialization time of the last packet) and as a NIC's rate limiter does;
 //! - the receiver of each direction is a DCQCN notification point: an ECN-marked packet
 //!   asks for a CNP, at most one per `cnp_interval` (DCQCN §3.2);
 //! - an ACK goes to the requester and, with what it acknowledged, to the forward
@@ -70,10 +73,11 @@ pub struct QueuePair {
     pub gen: u32,
     /// Time of the pending timer event, if any.
     timer_at: Option<SimTime>,
-    /// Per direction: congestion control, notification point, earliest next send.
+    /// Per direction: congestion control, notification point, and when the last packet
+    /// left with its bytes on the wire (0 bytes: none yet).
     cc: [CongestionControl; 2],
     np: [NotificationPoint; 2],
-    next_send: [SimTime; 2],
+    last_sent: [(SimTime, u64); 2],
 }
 
 impl QueuePair {
@@ -115,26 +119,39 @@ impl QueuePair {
                 CongestionControl::new(cc, path, now),
             ],
             np: [NotificationPoint::default(), NotificationPoint::default()],
-            next_send: [now, now],
+            last_sent: [(now, 0), (now, 0)],
         }
     }
 
-    /// The earliest time direction `d` may send (pacing).
+    /// When direction `d` should look again at sending, asked at `now`: the last
+    /// packet's departure plus its serialization time at the current rate (if that is
+    /// later than `now`, the direction must wait); but no later than the next time the
+    /// algorithm may raise its rate on a timer, when the wait is worked out anew.
     #[inline]
-    pub fn ready_at(&self, d: Direction) -> SimTime {
-        self.next_send[d as usize]
+    pub fn ready_at(&mut self, now: SimTime, d: Direction) -> SimTime {
+        let (at, wire) = self.last_sent[d as usize];
+        if wire == 0 {
+            return at;
+        }
+        let cc = &mut self.cc[d as usize];
+        cc.handle_timeout(now);
+        let Some(rate) = cc.rate_bps() else {
+            return at;
+        };
+        let ready = at + serialization_delay(wire, BitsPerSec(rate.max(1.0) as u64));
+        match cc.next_rate_rise() {
+            Some(t) if ready > now && t < ready => t,
+            _ => ready,
+        }
     }
 
     /// A packet of `wire` bytes of direction `d` left at `now`: if its congestion control
-    /// paces, the next may leave one serialization time at that rate later.
+    /// paces, the next waits (see [`Self::ready_at`]).
     #[inline]
     pub fn on_sent(&mut self, now: SimTime, d: Direction, wire: u64) {
         let cc = &mut self.cc[d as usize];
         cc.handle_timeout(now);
-        if let Some(rate) = cc.rate_bps() {
-            self.next_send[d as usize] =
-                now + serialization_delay(wire, BitsPerSec(rate.max(1.0) as u64));
-        }
+        self.last_sent[d as usize] = (now, wire);
         cc.on_send(now, wire);
     }
 
@@ -301,7 +318,7 @@ mod tests {
     fn without_congestion_control_a_direction_is_never_paced() {
         let mut q = qp(None);
         q.on_sent(SimTime(0), Direction::Forward, 1000);
-        assert_eq!(q.ready_at(Direction::Forward), SimTime(0));
+        assert_eq!(q.ready_at(SimTime(0), Direction::Forward), SimTime(0));
         q.handle_cnp(SimTime(5), Direction::Forward);
         assert_eq!(q.rate_cuts(SimTime(5)), 0, "nothing to cut");
         assert_eq!(q.rate_bps(SimTime(5), Direction::Forward), None);
@@ -312,7 +329,7 @@ mod tests {
         let mut q = qp(dcqcn());
         // At line rate, 1000 B take 80 ns.
         q.on_sent(SimTime(0), Direction::Forward, 1000);
-        assert_eq!(q.ready_at(Direction::Forward), SimTime(80_000));
+        assert_eq!(q.ready_at(SimTime(0), Direction::Forward), SimTime(80_000));
         // A CNP cuts the forward rate only (the paper's preset cuts at once); the next
         // packet waits longer.
         let t = SimTime(100_000);
@@ -322,15 +339,54 @@ mod tests {
         assert!(r < LINE, "cut to {r}");
         assert_eq!(q.rate_bps(t, Direction::Reverse), Some(LINE));
         q.on_sent(t, Direction::Forward, 1000);
-        let gap = q.ready_at(Direction::Forward).0 - t.0;
+        let gap = q.ready_at(t, Direction::Forward).0 - t.0;
         let want = serialization_delay(1000, BitsPerSec(r as u64)).0;
         assert_eq!(gap, want);
         assert!(gap > 80_000);
         assert_eq!(
-            q.ready_at(Direction::Reverse),
+            q.ready_at(t, Direction::Reverse),
             SimTime(0),
             "reverse untouched"
         );
+    }
+
+    /// A rate rise while a packet waits brings it forward (ns-3 `RdmaHw::ChangeRate`):
+    /// hand computation with the `hpcc` preset's rules, a 2 Mb/s rate on the first CNP
+    /// and a 1 Mb/s floor. CNP at 0: R_C = R_T = 2 Mb/s, alpha 1; the check at 4 us,
+    /// after four alpha decays (a = (255/256)^4), cuts R_C to 2 (1 - a/2) = 1.016 Mb/s
+    /// and starts the 300 us increase timer. A 1000 B packet sent at 10 us would wait
+    /// 7.9 ms at that rate; instead the direction looks again at 304 us (fast recovery:
+    /// R_C = (2 + 1.016) / 2 Mb/s), at 604 us (additive increase: R_T = 2 + R_AI 20 Mb/s,
+    /// R_C = (22 + 1.508) / 2 = 11.75 Mb/s), and may send at 10 us + 8000 bits / R_C
+    /// = 690.8 us, before the next rise at 904 us.
+    #[test]
+    fn a_rate_rise_while_a_packet_waits_brings_it_forward() {
+        let p = crate::cc::dcqcn::DcqcnParams {
+            rate_on_first_cnp_bps: Some(2e6),
+            rate_min_bps: 1e6,
+            ..Preset::Hpcc.params(LINE)
+        };
+        let mut q = qp(Some(CcParams::Dcqcn(p)));
+        let us = |x: u64| SimTime(x * 1_000_000);
+        q.handle_cnp(SimTime::ZERO, Direction::Forward);
+        let a = (255.0f64 / 256.0).powi(4);
+        let cut = 2e6 * (1.0 - a / 2.0);
+        assert_eq!(q.rate_bps(us(5), Direction::Forward), Some(cut));
+        q.on_sent(us(10), Direction::Forward, 1000);
+        assert_eq!(q.ready_at(us(10), Direction::Forward), us(304));
+        assert_eq!(q.ready_at(us(304), Direction::Forward), us(604));
+        let fast = (2e6 + cut) / 2.0;
+        assert_eq!(q.rate_bps(us(304), Direction::Forward), Some(fast));
+        let at = q.ready_at(us(604), Direction::Forward);
+        let rc = (2e6 + 20e6 + fast) / 2.0;
+        assert_eq!(q.rate_bps(us(604), Direction::Forward), Some(rc));
+        assert_eq!(
+            at,
+            us(10) + serialization_delay(1000, BitsPerSec(rc as u64))
+        );
+        assert!(at > us(604) && at < us(904), "{at:?}");
+        // Asked later, the time stays put.
+        assert_eq!(q.ready_at(us(700), Direction::Forward), at);
     }
 
     #[test]

@@ -227,7 +227,7 @@ impl Sim {
                 None
             } else {
                 // DCQCN pacing: a direction sends no sooner than its rate allows.
-                let next = self.qps[(job >> 1) as usize].ready_at(job_direction(job));
+                let next = self.qps[(job >> 1) as usize].ready_at(now, job_direction(job));
                 if next > now {
                     self.nics[host as usize].activate(job);
                     wake = Some(wake.map_or(next, |w| w.min(next)));

@@ -33,7 +33,7 @@ workload:
 
 /// The 16:1 incast of 1 MB each on the 128-host 1:1 fabric (senders 16, 23, ..., 121).
 /// HPCC's ns-3 HPCC: first / median / last completion 792 / 1,383 / 1,503 us (issue 13;
-/// ideal 1,280 us). Measured here: 913 / 1,331 / 1,611 us (+15%, -3.8%, +7.2%). doorbell's
+/// ideal 1,280 us). Measured here: 901 / 1,357 / 1,632 us (+14%, -1.9%, +8.6%). doorbell's
 /// packets are 42 B longer on the wire than ns-3's (RoCEv2's preamble and gap, its FCS
 /// and ICRC: 1,124 B per 1,000 B payload with INT), which alone makes the ideal about 8%
 /// longer. Asserted: median and last within 10%; the first, decided by the start-up

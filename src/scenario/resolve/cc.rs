@@ -15,8 +15,10 @@ use crate::topology::{Tier, Topology};
 use crate::units::SimDuration;
 
 /// The preset's switch thresholds (design reference table): paper 5 KB / 200 KB / 1%;
-/// NVIDIA (Onyx) 150 KB / 1500 KB (Pmax not given: 1% assumed); HPCC 100 KB / 400 KB /
-/// 20% at 25 Gb/s, scaled with the link rate.
+/// NVIDIA Spectrum switches' RoCE default (Cumulus Linux "Quality of Service",
+/// `default_ecn_red_conf`: `min_threshold_bytes` 150000, `max_threshold_bytes` 1500000,
+/// `probability` 100; Onyx `show roce` gives the same 150 / 1500 KB): 150 KB / 1500 KB /
+/// 100%; HPCC 100 KB / 400 KB / 20% at 25 Gb/s, scaled with the link rate.
 fn preset_red(preset: schema::CcPreset, rate_bps: f64) -> Red {
     match preset {
         schema::CcPreset::Paper => Red {
@@ -27,7 +29,7 @@ fn preset_red(preset: schema::CcPreset, rate_bps: f64) -> Red {
         schema::CcPreset::Nvidia => Red {
             kmin: 150_000,
             kmax: 1_500_000,
-            pmax: 0.01,
+            pmax: 1.0,
         },
         schema::CcPreset::Hpcc => {
             let scale = rate_bps / 25e9;
