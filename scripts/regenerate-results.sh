@@ -9,7 +9,7 @@ cargo build --release --quiet
 BIN=target/release/doorbell
 for s in $(sed -n '/^reference! {/,/^}/p' tests/suite/reference.rs | grep -o '"[a-z0-9-]*"' | tr -d '"'); do
     echo "run   $s"
-    "$BIN" run "scenarios/$s.yaml" --quiet --force
+    "$BIN" run "scenarios/$s.yaml" --out "results/$s" --quiet --force
 done
 echo "plan  plan-spines"
 mkdir -p results/plan-spines

@@ -94,7 +94,7 @@ fn rc_of(sc: &Scenario) -> &RcConfig {
     }
 }
 
-const HEADER: &str = "set,spines,oversubscription,flow_control,cc,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
+const HEADER: &str = "set,spines,oversubscription,flow_control,cc,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,fct_lower_bounds,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
 
 /// `compare.csv`.
 pub fn compare_csv(sets: &[SetResult]) -> String {
@@ -112,7 +112,7 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
         let rcs = sm.rc.as_ref();
         let _ = writeln!(
             o,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             s.name,
             s.scenario.topology.spines,
             s.scenario
@@ -134,6 +134,9 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
             pct(|x| x.p50),
             pct(|x| x.p99),
             pct(|x| x.p999),
+            sm.fct_us
+                .as_ref()
+                .map_or(String::new(), |x| x.lower_bounds.join(" ")),
             rcs.map_or(0.0, |r| r.retransmission_rate),
             rcs.map_or(0, |r| r.timeouts),
             rcs.map_or(0, |r| r.seq_naks),
@@ -149,13 +152,14 @@ pub fn render_table(sets: &[SetResult]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>6} {:>11}",
+        "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>11} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>6} {:>11}",
         "set",
         "fc",
         "cc",
         "timeout",
         "retry",
         "window",
+        "completed",
         "goodput",
         "FCT p50",
         "FCT p99",
@@ -168,20 +172,30 @@ pub fn render_table(sets: &[SetResult]) -> String {
     for s in sets {
         let p = &rc_of(&s.scenario).params;
         let sm = &s.summary;
-        let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+        let f = |stat: &str| {
+            sm.fct_us.as_ref().map_or("-".to_string(), |p| {
+                let x = match stat {
+                    "p50" => p.p50,
+                    "p99" => p.p99,
+                    _ => p.p999,
+                };
+                crate::report::bounded(p, stat, x, 7, 2)
+            })
+        };
         let _ = writeln!(
             o,
-            "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>5.1} Gb/s {:>7} us {:>7} us {:>7} us {:>9.4} {:>8} {:>6} {:>11}",
+            "{:<16} {:>9} {:>5} {:>7} {:>5} {:>6} {:>11} {:>5.1} Gb/s {:>7} us {:>7} us {:>7} us {:>9.4} {:>8} {:>6} {:>11}",
             s.name,
             sm.flow_control,
             sm.cc.as_ref().map_or("none", |c| c.algorithm),
             p.timeout,
             p.retry_cnt,
             p.window_packets.map_or("-".to_string(), |w| w.to_string()),
+            format!("{}/{}", sm.flows.completed, sm.flows.count),
             sm.goodput_gbps.aggregate,
-            f(sm.fct_us.as_ref().map(|x| x.p50)),
-            f(sm.fct_us.as_ref().map(|x| x.p99)),
-            f(sm.fct_us.as_ref().map(|x| x.p999)),
+            f("p50"),
+            f("p99"),
+            f("p999"),
             sm.rc.as_ref().map_or(0.0, |r| r.retransmission_rate * 100.0),
             sm.rc.as_ref().map_or(0, |r| r.timeouts),
             sm.flows.failed,

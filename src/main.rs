@@ -45,7 +45,7 @@ enum Cmd {
     Run {
         /// The scenario YAML file.
         scenario: PathBuf,
-        /// Output folder; default `results/<scenario file stem>/`.
+        /// Output folder; default `out/<scenario file stem>/`.
         #[arg(long)]
         out: Option<PathBuf>,
         /// Override the scenario's seed.
@@ -75,7 +75,7 @@ enum Cmd {
     /// Run a scenario's `sweep:` points (in parallel; a shard of them with --shard).
     Sweep {
         scenario: PathBuf,
-        /// Output folder; default `results/<stem>/sweep/` (or `sweep-shard-I-of-N/`).
+        /// Output folder; default `out/<stem>/sweep/` (or `sweep-shard-I-of-N/`).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Threads; default: every core.
@@ -128,7 +128,9 @@ fn default_out(scenario: &Path) -> PathBuf {
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_else(|| "scenario".into());
-    PathBuf::from("results").join(stem)
+    // `results/` holds the committed reference output (`scripts/regenerate-results.sh`
+    // writes it, with `--out`); a user's runs go under `out/`, which git ignores.
+    PathBuf::from("out").join(stem)
 }
 
 fn main() -> ExitCode {
@@ -255,9 +257,14 @@ fn main() -> ExitCode {
                 }
             };
             match run(&sc, &claimed, quiet, !no_plot) {
-                Ok(true) => ExitCode::SUCCESS,
+                Ok(Checks {
+                    held: true,
+                    stalled: false,
+                }) => ExitCode::SUCCESS,
                 // The results are written, but the model broke one of its own rules.
-                Ok(false) => ExitCode::from(3),
+                Ok(Checks { held: false, .. }) => ExitCode::from(3),
+                // The results are written, but flows were left that could never finish.
+                Ok(Checks { stalled: true, .. }) => ExitCode::from(4),
                 Err(e) if e.downcast_ref::<Refused>().is_some() => {
                     eprintln!("error: {e}");
                     ExitCode::from(2)
@@ -310,13 +317,22 @@ fn plot_and_seal(dir: &Path, kind: &str, subs: &[PathBuf], plot: bool) -> anyhow
     outdir::seal(dir, kind).with_context(|| format!("sealing {}", dir.display()))
 }
 
-/// Runs `sc` into the claimed folder; returns whether every invariant held.
+/// What a finished run's self-checks found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Checks {
+    /// Every invariant held (else: exit 3).
+    held: bool,
+    /// The run (or a compare set) stalled with flows that could never finish (exit 4).
+    stalled: bool,
+}
+
+/// Runs `sc` into the claimed folder; returns what its self-checks found.
 fn run(
     sc: &scenario::Scenario,
     claimed: &outdir::OutDir,
     quiet: bool,
     plot: bool,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Checks> {
     let dir = claimed.path();
     if !sc.compare.is_empty() {
         return run_compare(sc, dir, quiet, plot);
@@ -339,8 +355,8 @@ fn run(
 }
 
 /// Says on stderr (so `--quiet` does not hide it) why a stalled run stalled and which
-/// invariant a run broke; returns whether all held.
-fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> bool {
+/// invariant a run broke.
+fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> Checks {
     let at = set.map_or(String::new(), |n| format!(" (set {n})"));
     if s.stalled {
         eprintln!("warning{at}: the run ran out of events with work left; it can never finish:");
@@ -357,7 +373,10 @@ fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> bool {
             v.rule, v.detail
         );
     }
-    s.invariants.held()
+    Checks {
+        held: s.invariants.held(),
+        stalled: s.stalled,
+    }
 }
 
 /// `compare:`: the same scenario once per RC parameter set, side by side.
@@ -366,7 +385,7 @@ fn run_compare(
     dir: &Path,
     quiet: bool,
     plot: bool,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Checks> {
     use doorbell::compare;
     let sets = compare::run_sets(sc);
     for s in &sets {
@@ -443,11 +462,16 @@ fn run_compare(
             }
         );
     }
-    let mut held = true;
+    let mut all = Checks {
+        held: true,
+        stalled: false,
+    };
     for s in &sets {
-        held &= report_checks(Some(&s.name), &s.summary);
+        let c = report_checks(Some(&s.name), &s.summary);
+        all.held &= c.held;
+        all.stalled |= c.stalled;
     }
-    Ok(held)
+    Ok(all)
 }
 
 struct SweepArgs {

@@ -1,9 +1,18 @@
 //! Metrics: what a run measured, reduced to the figures a network engineer reads.
 //!
-//! Flow completion time (FCT, from a flow's start to its last byte's arrival) and slowdown
-//! (FCT over the same flow's FCT on an empty fabric, `analytic::ideal_fct`) go into
-//! hdrhistograms with 3 significant digits (FCT in ns, slowdown in thousandths), overall
-//! and by size bucket; percentiles are the histogram's (within 0.1%), means are exact.
+//! Flow completion time (FCT, from a flow's start to when its sender learns it is
+//! complete) and slowdown (FCT over the same flow's FCT on an empty fabric,
+//! `analytic::ideal_fct`) go into hdrhistograms with 3 significant digits (FCT in ns,
+//! slowdown in thousandths), overall and by size bucket; percentiles are the histogram's
+//! (within 0.1%), means are exact.
+//!
+//! Every flow that started counts, finished or not: a percentile over finished flows
+//! alone would drop the slowest (a run cut off by `duration`, a failed queue pair) and
+//! read better than the fabric is. An unfinished flow counts as what it had run by the
+//! end of the run (a failed flow never finishes), a lower bound on its FCT (right-censored). A statistic is
+//! then exact only if no unfinished flow reaches down to it; the ones that are only
+//! lower bounds are named (`lower_bounds`), and `unfinished` says how many flows were
+//! censored.
 //! Ports report bytes, utilisation (wire bytes x 8 / rate / run time) and queue depth
 //! grouped by tier. Every figure here is a pure function of the scenario and seed: wall
 //! clock figures live in `PerfReport`.
@@ -32,24 +41,76 @@ pub struct Percentiles {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+    /// Flows counted that had not finished (each as what it had run): 0 when every
+    /// counted flow finished, and then left out of the JSON.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unfinished: u64,
+    /// The statistics above that are only lower bounds: an unfinished flow, whose true
+    /// value lies somewhere above what it had run, reaches down to them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lower_bounds: Vec<&'static str>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Percentiles {
     /// `max` is the exact maximum (the histogram's would be rounded up to its bucket).
     fn from_hist(h: &Histogram<u64>, sum: f64, max: f64, scale: f64) -> Option<Percentiles> {
+        Self::censored(h, sum, max, scale, 0, 0)
+    }
+
+    /// As [`Self::from_hist`], where `unfinished` of the recorded values are lower bounds
+    /// (censored), the smallest of them `censored_min` (in the histogram's unit).
+    fn censored(
+        h: &Histogram<u64>,
+        sum: f64,
+        max: f64,
+        scale: f64,
+        unfinished: u64,
+        censored_min: u64,
+    ) -> Option<Percentiles> {
         if h.is_empty() {
             return None;
         }
+        let mut lower_bounds = Vec::new();
+        if unfinished > 0 {
+            lower_bounds.push("mean");
+        }
         // The histogram rounds up to its bucket; never report above the exact maximum.
-        let q = |p: f64| r4((h.value_at_quantile(p) as f64).min(max) / scale);
+        let mut q = |name: &'static str, p: f64| {
+            let v = h.value_at_quantile(p);
+            // Exact only if every censored value lies above it (in histogram buckets).
+            if unfinished > 0 && v >= h.lowest_equivalent(censored_min) {
+                lower_bounds.push(name);
+            }
+            r4((v as f64).min(max) / scale)
+        };
+        let (p50, p90, p99, p999) = (
+            q("p50", 0.50),
+            q("p90", 0.90),
+            q("p99", 0.99),
+            q("p999", 0.999),
+        );
+        if unfinished > 0 {
+            lower_bounds.push("max");
+        }
         Some(Percentiles {
             mean: r4(sum / h.len() as f64 / scale),
-            p50: q(0.50),
-            p90: q(0.90),
-            p99: q(0.99),
-            p999: q(0.999),
+            p50,
+            p90,
+            p99,
+            p999,
             max: r4(max / scale),
+            unfinished,
+            lower_bounds,
         })
+    }
+
+    /// Whether statistic `name` (`"p99"`, ...) is only a lower bound.
+    pub fn is_lower_bound(&self, name: &str) -> bool {
+        self.lower_bounds.contains(&name)
     }
 }
 
@@ -61,6 +122,10 @@ struct FctAcc {
     slow_milli: Histogram<u64>,
     slow_sum_milli: f64,
     slow_max_milli: f64,
+    /// Unfinished flows recorded, and their smallest values (ns, thousandths).
+    unfinished: u64,
+    censored_min_ns: u64,
+    censored_min_milli: u64,
 }
 
 impl FctAcc {
@@ -73,9 +138,14 @@ impl FctAcc {
             slow_max_milli: 0.0,
             slow_milli: Histogram::new_with_bounds(1, 1 << 50, 3).expect("hist"),
             slow_sum_milli: 0.0,
+            unfinished: 0,
+            censored_min_ns: u64::MAX,
+            censored_min_milli: u64::MAX,
         }
     }
-    fn add(&mut self, fct_ps: u64, slowdown: f64) {
+    /// Records a flow's FCT and slowdown; `finished: false` records what an unfinished
+    /// flow had run, a lower bound.
+    fn add(&mut self, fct_ps: u64, slowdown: f64, finished: bool) {
         let ns = fct_ps.div_ceil(1000).max(1);
         self.fct_ns.saturating_record(ns);
         self.fct_sum_ns += fct_ps as f64 / 1000.0;
@@ -84,6 +154,33 @@ impl FctAcc {
         let m = (slowdown * 1000.0).round().max(1.0) as u64;
         self.slow_milli.saturating_record(m);
         self.slow_sum_milli += slowdown * 1000.0;
+        if !finished {
+            self.unfinished += 1;
+            self.censored_min_ns = self.censored_min_ns.min(ns);
+            self.censored_min_milli = self.censored_min_milli.min(m);
+        }
+    }
+
+    fn fct_us(&self) -> Option<Percentiles> {
+        Percentiles::censored(
+            &self.fct_ns,
+            self.fct_sum_ns,
+            self.fct_max_ns,
+            1000.0,
+            self.unfinished,
+            self.censored_min_ns,
+        )
+    }
+
+    fn slowdown(&self) -> Option<Percentiles> {
+        Percentiles::censored(
+            &self.slow_milli,
+            self.slow_sum_milli,
+            self.slow_max_milli,
+            1000.0,
+            self.unfinished,
+            self.censored_min_milli,
+        )
     }
 }
 
@@ -385,12 +482,31 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 buckets[b].2 += 1;
                 let fct = fin.0 - f.def.start.0;
                 let slow = fct as f64 / f.ideal.0.max(1) as f64;
-                all.add(fct, slow);
-                buckets[b].0.add(fct, slow);
+                all.add(fct, slow, true);
+                buckets[b].0.add(fct, slow, true);
                 per_flow_gbps.push(f.def.size as f64 * 8.0 / (fct as f64 / 1e12) / 1e9);
                 last_delivery = last_delivery.max(f.landed.unwrap_or(fin).0);
             }
-            None => counts.incomplete += 1,
+            None => {
+                counts.incomplete += 1;
+                // Started and not finished (still running at the end, or failed): its
+                // FCT is at least what it had run, and at least its ideal FCT (a lower
+                // bound either way). A flow that never started (its start after the
+                // end, or waiting on another) has no FCT.
+                let started =
+                    f.def.start <= out.end && (f.def.after.is_none() || f.packets_sent > 0);
+                if started {
+                    let ran = out
+                        .end
+                        .0
+                        .saturating_sub(f.def.start.0)
+                        .max(f.ideal.0)
+                        .max(1);
+                    let slow = ran as f64 / f.ideal.0.max(1) as f64;
+                    all.add(ran, slow, false);
+                    buckets[b].0.add(ran, slow, false);
+                }
+            }
         }
     }
     per_flow_gbps.sort_by(f64::total_cmp);
@@ -516,13 +632,8 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         stopped_by_duration: out.stopped_by_duration,
         stalled: out.stalled,
         flows: counts,
-        fct_us: Percentiles::from_hist(&all.fct_ns, all.fct_sum_ns, all.fct_max_ns, 1000.0),
-        slowdown: Percentiles::from_hist(
-            &all.slow_milli,
-            all.slow_sum_milli,
-            all.slow_max_milli,
-            1000.0,
-        ),
+        fct_us: all.fct_us(),
+        slowdown: all.slowdown(),
         by_size: SIZE_BUCKETS
             .iter()
             .zip(&buckets)
@@ -530,13 +641,8 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 bucket: name,
                 count: *count,
                 completed: *completed,
-                fct_us: Percentiles::from_hist(&acc.fct_ns, acc.fct_sum_ns, acc.fct_max_ns, 1000.0),
-                slowdown: Percentiles::from_hist(
-                    &acc.slow_milli,
-                    acc.slow_sum_milli,
-                    acc.slow_max_milli,
-                    1000.0,
-                ),
+                fct_us: acc.fct_us(),
+                slowdown: acc.slowdown(),
             })
             .collect(),
         goodput_gbps: goodput,

@@ -47,6 +47,8 @@ pub struct Candidate {
 pub struct Evidence {
     pub busbw_gbs: Option<f64>,
     pub p99_fct_us: Option<f64>,
+    /// Unfinished flows make the P99 only a lower bound.
+    pub p99_lower_bound: bool,
     pub goodput_gbps: f64,
     pub pass: bool,
     /// Which targets failed.
@@ -272,6 +274,9 @@ impl Plan {
     fn judge(&self, s: &Summary) -> Evidence {
         let busbw = s.collectives.first().map(|c| c.avg_busbw_gbs);
         let p99 = s.fct_us.as_ref().map(|f| f.p99);
+        // With unfinished flows the P99 may be only a lower bound: it cannot show that
+        // the target is met.
+        let p99_bound = s.fct_us.as_ref().is_some_and(|f| f.is_lower_bound("p99"));
         let goodput = s.goodput_gbps.aggregate;
         let mut failed = Vec::new();
         if let Some(min) = self.targets.busbw_min_gbs {
@@ -282,6 +287,8 @@ impl Plan {
         if let Some(max) = self.targets.p99_fct_max_us {
             if !p99.is_some_and(|p| p <= max) {
                 failed.push("p99_fct_max");
+            } else if p99_bound {
+                failed.push("p99_fct_max (the P99 is only a lower bound: unfinished flows)");
             }
         }
         if let Some(min) = self.targets.goodput_min_gbps {
@@ -292,6 +299,7 @@ impl Plan {
         Evidence {
             busbw_gbs: busbw,
             p99_fct_us: p99,
+            p99_lower_bound: p99_bound,
             goodput_gbps: goodput,
             pass: failed.is_empty() && !s.stalled,
             failed,
@@ -386,7 +394,10 @@ impl Plan {
                 ),
                 Some(e) => (
                     f(e.busbw_gbs),
-                    f(e.p99_fct_us),
+                    match e.p99_fct_us {
+                        Some(v) if e.p99_lower_bound => format!(">={v:.2}"),
+                        v => f(v),
+                    },
                     format!("{:.2}", e.goodput_gbps),
                     if e.pass {
                         "meets every target".to_string()

@@ -205,11 +205,30 @@ fn write_ports_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
 
 fn pct_line(name: &str, unit: &str, p: &Option<Percentiles>) -> String {
     match p {
-        None => format!("  {name:<10} (no completed flows)\n"),
-        Some(p) => format!(
-            "  {name:<10} mean {:>9.3}  p50 {:>9.3}  p90 {:>9.3}  p99 {:>9.3}  p99.9 {:>9.3}  max {:>9.3} {unit}\n",
-            p.mean, p.p50, p.p90, p.p99, p.p999, p.max
-        ),
+        None => format!("  {name:<10} (no flow started)\n"),
+        Some(p) => {
+            let v = |stat: &str, x: f64| bounded(p, stat, x, 9, 3);
+            format!(
+                "  {name:<10} mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {} {unit}\n",
+                v("mean", p.mean),
+                v("p50", p.p50),
+                v("p90", p.p90),
+                v("p99", p.p99),
+                v("p999", p.p999),
+                v("max", p.max)
+            )
+        }
+    }
+}
+
+/// Statistic `stat` of `p` in `width` columns with `prec` decimals, prefixed by `>=` when
+/// unfinished flows make it only a lower bound.
+pub fn bounded(p: &Percentiles, stat: &str, x: f64, width: usize, prec: usize) -> String {
+    let n = format!("{x:.prec$}");
+    if p.is_lower_bound(stat) {
+        format!("{:>width$}", format!(">={n}"))
+    } else {
+        format!("{n:>width$}")
     }
 }
 
@@ -485,19 +504,26 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
         s.flows.delivered_bytes,
         s.flows.payload_bytes
     );
+    if let Some(p) = s.fct_us.as_ref().filter(|p| p.unfinished > 0) {
+        let _ = writeln!(
+            o,
+            "  (over every flow that started: {} unfinished count as what they had run, so values marked >= are lower bounds)",
+            p.unfinished
+        );
+    }
     o.push_str(&pct_line("FCT", "us", &s.fct_us));
     o.push_str(&pct_line("slowdown", "x", &s.slowdown));
     for b in &s.by_size {
         if b.count > 0 {
             let label = format!("{} ({})", b.bucket, b.count);
-            if let Some(p) = &b.fct_us {
+            if let (Some(p), Some(sl)) = (&b.fct_us, &b.slowdown) {
                 let _ = writeln!(
                     o,
-                    "    {label:<18} FCT p50 {:>9.3}  p99 {:>9.3} us   slowdown p50 {:>7.3}  p99 {:>7.3}",
-                    p.p50,
-                    p.p99,
-                    b.slowdown.as_ref().map_or(0.0, |x| x.p50),
-                    b.slowdown.as_ref().map_or(0.0, |x| x.p99)
+                    "    {label:<18} FCT p50 {}  p99 {} us   slowdown p50 {}  p99 {}",
+                    bounded(p, "p50", p.p50, 9, 3),
+                    bounded(p, "p99", p.p99, 9, 3),
+                    bounded(sl, "p50", sl.p50, 7, 3),
+                    bounded(sl, "p99", sl.p99, 7, 3)
                 );
             }
         }

@@ -329,3 +329,47 @@ fn merge_refuses_a_shard_that_did_not_finish() {
     assert!(!d.join("m/sweep.csv").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 15, item 6: output stays where the user points it. A run without `--out` goes to
+/// `out/<stem>/` under the working directory (git-ignored), never to `results/`, which
+/// holds the committed reference output; a compare set's name, which names its folder,
+/// cannot lead out of the output folder.
+#[test]
+fn default_output_is_out_stem_and_set_names_stay_inside_it() {
+    let d = tmpdir("default-out");
+    std::fs::create_dir_all(&d).unwrap();
+    let yaml = "topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+workload:
+  - flows: [ { src: 0, dst: 1, size: 10KB } ]
+";
+    std::fs::write(d.join("tiny.yaml"), yaml).unwrap();
+    let o = bin()
+        .current_dir(&d)
+        .args(["run", "tiny.yaml", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(d.join("out/tiny/summary.json").exists());
+    assert!(d.join("out/tiny/complete.json").exists());
+    assert!(!d.join("results").exists());
+    for bad in ["../../escaped", "a/b", ".hidden", "..", "x\\\\y"] {
+        std::fs::write(
+            d.join("sets.yaml"),
+            format!("{yaml}compare:\n  - {{ name: \"{bad}\", timeout: 14 }}\n"),
+        )
+        .unwrap();
+        let o = bin()
+            .current_dir(&d)
+            .args(["run", "sets.yaml", "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("compare[0].name") && e.contains("letters, digits"),
+            "{bad}: {e}"
+        );
+    }
+    assert!(!d.parent().unwrap().join("escaped").exists());
+    let _ = std::fs::remove_dir_all(&d);
+}

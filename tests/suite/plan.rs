@@ -90,3 +90,60 @@ fn a_bad_plan_is_named() {
     .unwrap_err();
     assert_eq!(e.path, "plan.targets.goodput_min");
 }
+
+/// Issue 15's trap: percentiles over finished flows only. Two 4 KB flows finish in a few
+/// microseconds, a 4 MB one is cut off by `duration` at 100 us: its FCT is at least what
+/// it had run, and at least its ideal FCT (323.8 us). Counted as that, it makes the P99
+/// and the max lower bounds, while the median (a finished flow, below every unfinished
+/// one) stays exact; before, the P99 read 2.4 us and a 1 ms target was "met".
+#[test]
+fn unfinished_flows_count_and_their_percentiles_are_lower_bounds() {
+    let yaml = "topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+duration: 100us
+workload:
+  - flows:
+      - { src: 0, dst: 1, size: 4KB }
+      - { src: 2, dst: 3, size: 4KB }
+      - { src: 1, dst: 2, size: 4MB }
+";
+    let sc = crate::common::scenario(yaml);
+    let out = doorbell::sim::run(&sc);
+    let s = doorbell::metrics::summarize(&sc, &out);
+    assert_eq!((s.flows.completed, s.flows.incomplete), (2, 1));
+    let fct = s.fct_us.as_ref().unwrap();
+    assert_eq!(fct.unfinished, 1);
+    assert!(fct.p99 >= 323.0 && fct.max >= 323.0, "{fct:?}");
+    assert!(fct.p50 < 5.0, "{fct:?}");
+    assert_eq!(fct.lower_bounds, ["mean", "p90", "p99", "p999", "max"]);
+    let sl = s.slowdown.as_ref().unwrap();
+    // Its slowdown is at least 1, below the finished flows' 1.15: even the median
+    // slowdown cannot be told.
+    assert!(
+        sl.is_lower_bound("p99") && sl.is_lower_bound("p50"),
+        "{sl:?}"
+    );
+    let perf = doorbell::metrics::PerfReport::new(&out);
+    let text = doorbell::report::render_summary(&sc, &s, &perf);
+    assert!(
+        text.contains("1 unfinished count as what they had run"),
+        "{text}"
+    );
+    assert!(text.contains("p99 >="), "{text}");
+    // A plan cannot call a lower bound under the target a pass.
+    let p = plan_str(
+        &format!("{yaml}plan: {{ targets: {{ p99_fct_max: 1ms }}, candidates: [ {{ topology.spines: 0 }} ] }}\n"),
+        "p.yaml",
+        "p",
+        &Overrides::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (choice, ev) = p.decide();
+    let e = ev[0].as_ref().unwrap();
+    assert!(!e.pass && e.p99_lower_bound, "{:?}", e.failed);
+    assert_eq!(choice, None);
+    let report = p.report(choice, &ev);
+    assert!(
+        report.contains(">=") && report.contains("only a lower bound"),
+        "{report}"
+    );
+}

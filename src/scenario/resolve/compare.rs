@@ -39,6 +39,21 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
                 "expected a unique, non-empty name",
             );
         }
+        // The name is a folder under the output folder: nothing that could lead out of
+        // it (a path separator, `..`) or hide it.
+        let plain = c
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+        if !plain || c.name.starts_with('.') || c.name.len() > 100 {
+            return err(
+                format!("compare[{i}].name"),
+                format!(
+                    "expected a name of letters, digits, `-`, `_` and `.` (not first), at most 100 characters, found `{}`: it names the set's folder in the output folder",
+                    c.name
+                ),
+            );
+        }
         let (doc, renames) = set_document(&base, c, i);
         // A merged host section may switch to polling without clearing `moderation`.
         let s = super::resolve_document(&doc, stem, base_dir, false)
