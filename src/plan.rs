@@ -74,9 +74,20 @@ pub fn plan_str(
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
     let base = parse_str(text, file, stem, overrides)?;
-    let tree: serde_yaml::Value = crate::scenario::check_nesting(text, file).and_then(|()| {
-        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
-    })?;
+    let mut tree: serde_yaml::Value =
+        crate::scenario::check_nesting(text, file).and_then(|()| {
+            serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
+        })?;
+    // `--set plan.targets.p99_fct_max=800us` reaches the plan as any other field: the
+    // plan is read from the tree with the overrides applied (the scenario already took
+    // them; an unknown `plan.` field is then refused below, not ignored).
+    for a in overrides
+        .set
+        .iter()
+        .filter(|a| a.trim_start().starts_with("plan"))
+    {
+        crate::scenario::apply_set(&mut tree, a).map_err(|m| ScenarioError::at("--set", a, m))?;
+    }
     let plan = tree
         .get("plan")
         .and_then(|p| p.as_mapping())
@@ -317,10 +328,15 @@ impl Plan {
 
     /// Finds the cheapest candidate that meets every target. Returns it (if any) and the
     /// evidence per candidate (`None`: not run, decided by bisection).
+    ///
+    /// Bisection over the spine count assumes more spines never do worse, which one
+    /// seed's figures need not obey (a P99 can be lower at 3 spines than at 4). So its
+    /// answer is checked on the evidence: the two cheaper candidates below it run too,
+    /// and if either passes, or the figures the runs gave are not monotone in the spine
+    /// count, every cheaper candidate runs and the cheapest passing one is the answer.
     pub fn decide(&self) -> (Option<usize>, Vec<Option<Evidence>>) {
         let mut ev: Vec<Option<Evidence>> = vec![None; self.candidates.len()];
         if self.bisect {
-            // Spine counts only: more spines cost more and never do worse.
             let mut order: Vec<usize> = (0..self.candidates.len()).collect();
             order.sort_by_key(|&i| (self.candidates[i].spines, i));
             let (mut lo, mut hi) = (0usize, order.len());
@@ -335,7 +351,30 @@ impl Plan {
                     lo = mid + 1;
                 }
             }
-            return ((lo < order.len()).then(|| order[lo]), ev);
+            // The neighbours below the answer (or the two most expensive, if none passed).
+            for k in lo.saturating_sub(2)..lo.min(order.len()) {
+                if ev[order[k]].is_none() {
+                    ev[order[k]] = Some(self.evaluate(order[k]));
+                }
+            }
+            let monotone = self.monotone(&order, &ev);
+            if monotone
+                && !order[..lo]
+                    .iter()
+                    .any(|&i| ev[i].as_ref().is_some_and(|e| e.pass))
+            {
+                return ((lo < order.len()).then(|| order[lo]), ev);
+            }
+            // The evidence breaks the assumption: every cheaper candidate, cheapest first.
+            for (k, &i) in order.iter().enumerate() {
+                if ev[i].is_none() && k < lo {
+                    ev[i] = Some(self.evaluate(i));
+                }
+                if ev[i].as_ref().is_some_and(|e| e.pass) {
+                    return (Some(i), ev);
+                }
+            }
+            return (None, ev);
         }
         let mut order: Vec<usize> = (0..self.candidates.len()).collect();
         order.sort_by(|&a, &b| {
@@ -353,6 +392,27 @@ impl Plan {
             }
         }
         (None, ev)
+    }
+
+    /// Whether the figures of the candidates run so far never get worse with more spines
+    /// (`order`: by spine count): bus bandwidth and goodput never fall, the P99 never
+    /// rises, by more than 1% (the figures' own rounding and histogram precision).
+    fn monotone(&self, order: &[usize], ev: &[Option<Evidence>]) -> bool {
+        let run: Vec<&Evidence> = order.iter().filter_map(|&i| ev[i].as_ref()).collect();
+        run.windows(2).all(|w| {
+            let (a, b) = (w[0], w[1]);
+            let rises = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => y >= x * 0.99,
+                _ => true,
+            };
+            let falls = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => y <= x * 1.01,
+                _ => true,
+            };
+            rises(a.busbw_gbs, b.busbw_gbs)
+                && rises(Some(a.goodput_gbps), Some(b.goodput_gbps))
+                && falls(a.p99_fct_us, b.p99_fct_us)
+        })
     }
 
     /// The decision and its evidence, as printed.
@@ -419,6 +479,16 @@ impl Plan {
                 p99,
                 goodput
             );
+        }
+        if self.bisect {
+            let mut order: Vec<usize> = (0..self.candidates.len()).collect();
+            order.sort_by_key(|&i| (self.candidates[i].spines, i));
+            if !self.monotone(&order, ev) {
+                let _ = writeln!(
+                    o,
+                    "note     the figures are not monotone in the spine count (more spines did worse somewhere), so bisection alone could mislead: every cheaper candidate was run"
+                );
+            }
         }
         match choice {
             Some(i) => {

@@ -147,3 +147,37 @@ workload:
         "{report}"
     );
 }
+
+/// Issue 15's `plan` trap: one seed's P99 FCT is not monotone in the spine count
+/// (`plan-spines.yaml`: 740 us at 3 spines, 920 at 4, 773 at 6, 861 at 8). With the target
+/// tightened to 800 us through `--set` (which now reaches `plan:`), plain bisection ran 4
+/// and 8 spines only and answered that no candidate meets the target; now the two below
+/// its answer run too, 6 spines passes, so every cheaper candidate runs: the answer is 3
+/// spines. An unknown `plan.` field given with `--set` is refused, not ignored.
+#[test]
+fn bisection_checks_its_answer_against_cheaper_candidates() {
+    let path = format!("{}/scenarios/plan-spines.yaml", env!("CARGO_MANIFEST_DIR"));
+    let p = doorbell::plan::load(
+        std::path::Path::new(&path),
+        &Overrides {
+            seed: None,
+            set: vec!["plan.targets.p99_fct_max=800us".into()],
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(p.bisect);
+    assert_eq!(p.targets.p99_fct_max_us, Some(800.0));
+    let (choice, ev) = p.decide();
+    assert_eq!(choice.map(|i| p.candidates[i].spines), Some(3));
+    let report = p.report(choice, &ev);
+    assert!(report.contains("not monotone"), "{report}");
+    let e = doorbell::plan::load(
+        std::path::Path::new(&path),
+        &Overrides {
+            seed: None,
+            set: vec!["plan.bogus=1".into()],
+        },
+    )
+    .expect_err("refused");
+    assert!(e.to_string().contains("plan.bogus: unknown field"), "{e}");
+}
