@@ -47,6 +47,7 @@ const DATA_FILES: &[&str] = &[
     "window.csv",
     "host.csv",
     "sweep.csv",
+    "sweep-stats.csv",
     "sweep.json",
 ];
 /// Output files whose size varies from run to run (wall-clock figures).

@@ -11,10 +11,19 @@
 //!     - { topology.spines: 16, cc.algorithm: dcqcn }
 //!   repeats: 3                  # each point with 3 seeds
 //! ```
-//! Paths are those of `--set`. Point i, repeat r runs with the scenario seed
-//! `stream_seed(seed, Sweep, i, r)`, so a row does not depend on which thread, process
-//! or machine ran it: `-j 1` and `-j 8` write the same bytes, and the shards of a sweep
-//! merge into exactly the unsharded result.
+//! Paths are those of `--set`. Repeat r runs with the scenario seed
+//! `stream_seed(seed, Sweep, 0, r)` at every point: common random numbers, so the points
+//! of one repeat see the same draws (arrivals, sizes, hashes, marks where the parameters
+//! leave them alike) and a difference between two points is paired, not the luck of two
+//! seeds. A row does not depend on which thread, process or machine ran it: `-j 1` and
+//! `-j 8` write the same bytes, and the shards of a sweep merge into exactly the
+//! unsharded result.
+//!
+//! `sweep-stats.csv` sums the repeats up per point: for each headline figure (FCT P50,
+//! P99 and P99.9, P99 slowdown, aggregate goodput, completed flows, each collective's bus
+//! bandwidth) the mean over repeats and its 95% confidence half-width (Student's t on
+//! the repeats' spread; empty with one repeat), and the same for the paired difference
+//! from point 0 (repeat by repeat).
 //!
 //! Each row of `sweep.csv` is a point and repeat: its swept values (columns `set.<path>`),
 //! then every scalar of that run's `summary.json`, flattened to dotted names (columns are
@@ -22,7 +31,7 @@
 //! shard, which shard of how many, over which scenario (a hash of the scenario text and
 //! its overrides), so that `merge` can refuse shards that do not belong together.
 
-use crate::metrics::summarize;
+use crate::metrics::{r4, summarize};
 use crate::outdir::write_atomic;
 use crate::rng::{stream_seed, Stream};
 use crate::scenario::{apply_set, parse_str, set_value, Overrides, Scenario, ScenarioError};
@@ -288,12 +297,8 @@ impl SweepPlan {
             &self.file,
             &self.stem,
             &Overrides {
-                seed: Some(stream_seed(
-                    self.seed,
-                    Stream::Sweep,
-                    p.index as u64,
-                    r as u64,
-                )),
+                // The same seed for repeat r at every point: paired comparisons.
+                seed: Some(stream_seed(self.seed, Stream::Sweep, 0, r as u64)),
                 set,
             },
         )
@@ -415,6 +420,100 @@ pub fn run_jobs(
     rows
 }
 
+/// Student's t for a two-sided 95% interval with `dof` degrees of freedom (standard
+/// table; 1.96, the normal's, beyond 30).
+fn t95(dof: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    T.get(dof.wrapping_sub(1)).copied().unwrap_or(1.96)
+}
+
+/// Mean and 95% confidence half-width of `x` (`None` for the half-width below two
+/// values).
+pub fn mean_ci95(x: &[f64]) -> (f64, Option<f64>) {
+    let n = x.len();
+    let mean = x.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 2 {
+        return (mean, None);
+    }
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64;
+    (mean, Some(t95(n - 1) * (var / n as f64).sqrt()))
+}
+
+/// Whether a flattened metric is one `sweep-stats.csv` sums up.
+fn headline(key: &str) -> bool {
+    matches!(
+        key,
+        "fct_us.p50"
+            | "fct_us.p99"
+            | "fct_us.p999"
+            | "slowdown.p99"
+            | "goodput_gbps.aggregate"
+            | "flows.completed"
+    ) || (key.starts_with("collectives.") && key.ends_with(".avg_busbw_gbs"))
+}
+
+/// `sweep-stats.csv`: per point, its swept values, how many repeats, then for each
+/// headline metric `<m>.mean, <m>.ci95, <m>.vs_point0.mean, <m>.vs_point0.ci95` (the
+/// paired difference from point 0, repeat by repeat; empty for point 0).
+pub fn stats_csv(paths: &[String], rows: &[Row]) -> String {
+    let num = |r: &Row, k: &str| r.metrics.get(k).and_then(|v| v.as_f64());
+    let keys: BTreeSet<&String> = rows
+        .iter()
+        .flat_map(|r| r.metrics.keys())
+        .filter(|k| headline(k))
+        .collect();
+    let mut points: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        points.entry(r.point).or_default().push(r);
+    }
+    let base: BTreeMap<u32, &Row> = points
+        .get(&0)
+        .map(|v| v.iter().map(|r| (r.repeat, *r)).collect())
+        .unwrap_or_default();
+    let mut o = String::from("point");
+    for p in paths {
+        o.push_str(",set.");
+        o.push_str(p);
+    }
+    o.push_str(",repeats");
+    for k in &keys {
+        for s in ["mean", "ci95", "vs_point0.mean", "vs_point0.ci95"] {
+            o.push_str(&format!(",{k}.{s}"));
+        }
+    }
+    o.push('\n');
+    let f = |x: Option<f64>| x.map_or(String::new(), |v| r4(v).to_string());
+    for (point, rs) in &points {
+        o.push_str(&point.to_string());
+        for p in paths {
+            o.push(',');
+            o.push_str(rs[0].values.get(p).map_or("", |v| v.as_str()));
+        }
+        o.push_str(&format!(",{}", rs.len()));
+        for k in &keys {
+            let x: Vec<f64> = rs.iter().filter_map(|r| num(r, k)).collect();
+            let (m, ci) = mean_ci95(&x);
+            o.push_str(&format!(",{},{}", f((!x.is_empty()).then_some(m)), f(ci)));
+            let d: Vec<f64> = rs
+                .iter()
+                .filter_map(|r| Some(num(r, k)? - num(base.get(&r.repeat)?, k)?))
+                .collect();
+            if *point == 0 || d.is_empty() {
+                o.push_str(",,");
+            } else {
+                let (m, ci) = mean_ci95(&d);
+                o.push_str(&format!(",{},{}", f(Some(m)), f(ci)));
+            }
+        }
+        o.push('\n');
+    }
+    o
+}
+
 /// `sweep.csv`: `point, repeat, seed`, the swept paths, then every metric (the union
 /// over rows, sorted); a missing value is empty.
 pub fn csv(paths: &[String], rows: &[Row]) -> String {
@@ -462,6 +561,10 @@ pub fn write(dir: &Path, file: &SweepFile) -> std::io::Result<()> {
     write_atomic(
         &dir.join("sweep.csv"),
         csv(&file.paths, &file.rows).as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join("sweep-stats.csv"),
+        stats_csv(&file.paths, &file.rows).as_bytes(),
     )?;
     let mut j = serde_json::to_string_pretty(file).map_err(std::io::Error::other)?;
     j.push('\n');

@@ -174,3 +174,63 @@ fn sweep_and_merge_on_the_command_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 15, item 2: comparisons are paired. Repeat r uses the same seed at every point
+/// (common random numbers), so two points that differ only in a parameter the traffic
+/// never exercises (`retry_cnt` on a lossless fabric) give identical rows repeat by
+/// repeat: their paired difference is exactly 0, where independent seeds would show the
+/// two seeds' luck as a difference. `sweep-stats.csv` gives each point's mean and 95%
+/// half-width over repeats (Student's t) and the paired difference from point 0.
+#[test]
+fn repeats_are_paired_across_points_and_summed_up_with_confidence() {
+    let text = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+flow_control: { mode: ib_credit }
+workload:
+  - poisson: { load: 0.3, sizes: websearch, until: 300us }
+sweep:
+  grid:
+    transport.rc.retry_cnt: [7, 3]
+  repeats: 3
+";
+    let p = plan(text);
+    let f = file(&p, None, 2);
+    assert_eq!(f.rows.len(), 6);
+    for r in 0..3 {
+        let a = f
+            .rows
+            .iter()
+            .find(|x| x.point == 0 && x.repeat == r)
+            .unwrap();
+        let b = f
+            .rows
+            .iter()
+            .find(|x| x.point == 1 && x.repeat == r)
+            .unwrap();
+        assert_eq!(a.seed, b.seed, "repeat {r}: one seed at every point");
+        let without = |m: &std::collections::BTreeMap<String, serde_json::Value>| {
+            let mut m = m.clone();
+            m.remove("rc.retry_cnt");
+            m
+        };
+        assert_eq!(
+            without(&a.metrics),
+            without(&b.metrics),
+            "repeat {r}: same draws, same figures"
+        );
+    }
+    assert_ne!(f.rows[0].seed, f.rows[1].seed, "repeats differ");
+    let stats = doorbell::sweep::stats_csv(&f.paths, &f.rows);
+    let mut lines = stats.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let p1: Vec<&str> = lines.nth(1).unwrap().split(',').collect();
+    assert_eq!(p1[col("repeats")], "3");
+    assert_eq!(p1[col("fct_us.p99.vs_point0.mean")], "0");
+    assert_eq!(p1[col("fct_us.p99.vs_point0.ci95")], "0");
+    assert!(!p1[col("fct_us.p99.ci95")].is_empty());
+    // The interval by hand: 1, 2, 3 -> mean 2, s = 1, t(2 dof) = 4.303, 4.303 / sqrt 3.
+    let (m, ci) = doorbell::sweep::mean_ci95(&[1.0, 2.0, 3.0]);
+    assert_eq!(m, 2.0);
+    assert!((ci.unwrap() - 4.303 / 3f64.sqrt()).abs() < 1e-12);
+    assert_eq!(doorbell::sweep::mean_ci95(&[5.0]).1, None);
+}
