@@ -10,6 +10,13 @@
 //! When sets differ in `window_packets`, a second table (`window.csv`) shows every
 //! explicit flow's measured goodput beside the analytic window bound
 //! min(line rate x payload share, W x MTU / RTT) and marks the bandwidth-delay product.
+//!
+//! With `repeats: N` every set also runs N - 1 more times, repeat r with one seed shared
+//! by all sets (common random numbers: the sets of one repeat draw the same arrivals,
+//! sizes and hashes), and `compare-stats.csv` gives each set's mean and 95% confidence
+//! half-width over the N runs for the headline figures, and the paired difference from
+//! the first set, repeat by repeat. The per-set folders and `compare.csv` stay those of
+//! the scenario's own seed (repeat 0).
 
 use crate::analytic::base_rtt;
 use crate::metrics::{r4, summarize, Summary};
@@ -61,6 +68,148 @@ pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
             }
         })
         .collect()
+}
+
+/// The seed of repeat `r` (> 0) of every set; repeat 0 is the scenario's own.
+pub fn repeat_seed(sc: &Scenario, r: u32) -> u64 {
+    if r == 0 {
+        sc.seed
+    } else {
+        crate::rng::stream_seed(sc.seed, crate::rng::Stream::Repeat, 0, r as u64)
+    }
+}
+
+/// The summaries of every set at repeats 1..N (repeat 0 is [`run_sets`]), outer index
+/// the repeat; each run's full output is dropped once summed up.
+pub fn repeat_summaries(sc: &Scenario) -> Vec<Vec<Summary>> {
+    (1..sc.repeats)
+        .map(|r| {
+            sc.compare
+                .iter()
+                .map(|set| {
+                    let mut s = set_scenario(sc, set);
+                    s.seed = repeat_seed(sc, r);
+                    summarize(&s, &run(&s))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The headline figures of a summary, flattened (`fct_us.p99`, ...).
+fn headline_figures(s: &Summary) -> std::collections::BTreeMap<String, f64> {
+    let mut all = std::collections::BTreeMap::new();
+    let json = serde_json::to_value(s).expect("a summary serializes");
+    crate::sweep::flatten("", &json, &mut all);
+    all.into_iter()
+        .filter(|(k, _)| crate::sweep::headline(k))
+        .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+        .collect()
+}
+
+/// Per set and headline figure: (mean, 95% half-width) over repeats, and the same for
+/// the paired difference from the first set.
+type SetStats = Vec<(
+    String,
+    Vec<(String, (f64, Option<f64>), Option<(f64, Option<f64>)>)>,
+)>;
+
+fn set_stats(sets: &[SetResult], more: &[Vec<Summary>]) -> SetStats {
+    let runs: Vec<Vec<std::collections::BTreeMap<String, f64>>> = sets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            std::iter::once(headline_figures(&s.summary))
+                .chain(more.iter().map(|rep| headline_figures(&rep[i])))
+                .collect()
+        })
+        .collect();
+    let keys: std::collections::BTreeSet<&String> =
+        runs.iter().flatten().flat_map(|m| m.keys()).collect();
+    sets.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let rows = keys
+                .iter()
+                .map(|&k| {
+                    let x: Vec<f64> = runs[i].iter().filter_map(|m| m.get(k).copied()).collect();
+                    let d: Vec<f64> = runs[i]
+                        .iter()
+                        .zip(&runs[0])
+                        .filter_map(|(m, b)| Some(m.get(k)? - b.get(k)?))
+                        .collect();
+                    let diff = (i > 0 && !d.is_empty()).then(|| crate::sweep::mean_ci95(&d));
+                    (k.clone(), crate::sweep::mean_ci95(&x), diff)
+                })
+                .collect();
+            (s.name.clone(), rows)
+        })
+        .collect()
+}
+
+/// `compare-stats.csv`: per set, `repeats`, then for each headline figure `<f>.mean`,
+/// `<f>.ci95`, `<f>.vs_first.mean`, `<f>.vs_first.ci95` (empty where undefined).
+pub fn stats_csv(sets: &[SetResult], more: &[Vec<Summary>]) -> String {
+    let stats = set_stats(sets, more);
+    let f = |x: Option<f64>| x.map_or(String::new(), |v| r4(v).to_string());
+    let mut o = String::from("set,repeats");
+    if let Some((_, rows)) = stats.first() {
+        for (k, _, _) in rows {
+            for s in ["mean", "ci95", "vs_first.mean", "vs_first.ci95"] {
+                let _ = write!(o, ",{k}.{s}");
+            }
+        }
+    }
+    o.push('\n');
+    for (name, rows) in &stats {
+        let _ = write!(o, "{name},{}", more.len() + 1);
+        for (_, (m, ci), diff) in rows {
+            let _ = write!(
+                o,
+                ",{},{},{},{}",
+                f(Some(*m)),
+                f(*ci),
+                f(diff.map(|d| d.0)),
+                f(diff.and_then(|d| d.1))
+            );
+        }
+        o.push('\n');
+    }
+    o
+}
+
+/// The repeats table printed after a compare run with `repeats`: P99 FCT and goodput,
+/// mean +- 95% half-width, and the P99's paired difference from the first set.
+pub fn render_stats_table(sets: &[SetResult], more: &[Vec<Summary>]) -> String {
+    let stats = set_stats(sets, more);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "repeats  {} runs per set, one seed per repeat shared by every set; mean +- 95% half-width",
+        more.len() + 1
+    );
+    let _ = writeln!(
+        o,
+        "{:<16} {:>24} {:>24} {:>30}",
+        "set", "FCT p99 us", "goodput Gb/s", "FCT p99 vs first set us"
+    );
+    let pm = |v: Option<&(f64, Option<f64>)>| match v {
+        Some((m, Some(ci))) => format!("{m:.2} +- {ci:.2}"),
+        Some((m, None)) => format!("{m:.2}"),
+        None => "-".to_string(),
+    };
+    for (name, rows) in &stats {
+        let get = |key: &str| rows.iter().find(|(k, _, _)| k == key);
+        let _ = writeln!(
+            o,
+            "{:<16} {:>24} {:>24} {:>30}",
+            name,
+            pm(get("fct_us.p99").map(|r| &r.1)),
+            pm(get("goodput_gbps.aggregate").map(|r| &r.1)),
+            pm(get("fct_us.p99").and_then(|r| r.2.as_ref())),
+        );
+    }
+    o
 }
 
 /// Time from a link going down to the queue pair that used it failing: for each failed

@@ -430,6 +430,15 @@ fn run_compare(
         write_atomic(&dir.join("collective.csv"), csv.as_bytes())
             .with_context(|| format!("writing {}", dir.join("collective.csv").display()))?;
     }
+    // `repeats`: the sets again at repeats 1..N, one seed per repeat for every set.
+    let more = compare::repeat_summaries(sc);
+    if !more.is_empty() {
+        write_atomic(
+            &dir.join("compare-stats.csv"),
+            compare::stats_csv(&sets, &more).as_bytes(),
+        )
+        .with_context(|| format!("writing {}", dir.join("compare-stats.csv").display()))?;
+    }
     let subs: Vec<PathBuf> = sets.iter().map(|s| dir.join(&s.name)).collect();
     plot_and_seal(dir, "compare", &subs, plot)?;
     if !quiet {
@@ -450,9 +459,17 @@ fn run_compare(
         if coll_csv.is_some() {
             out!("{}", compare::render_collective_table(&sets));
         }
+        if !more.is_empty() {
+            out!("{}", compare::render_stats_table(&sets, &more));
+        }
         outln!(
-            "results  {}/{{compare.csv{}{}{}}} and one folder per set",
+            "results  {}/{{compare.csv{}{}{}{}}} and one folder per set",
             dir.display(),
+            if more.is_empty() {
+                ""
+            } else {
+                ", compare-stats.csv"
+            },
             if varied_window { ", window.csv" } else { "" },
             if host_csv.is_some() { ", host.csv" } else { "" },
             if coll_csv.is_some() {
@@ -466,8 +483,14 @@ fn run_compare(
         held: true,
         stalled: false,
     };
-    for s in &sets {
-        let c = report_checks(Some(&s.name), &s.summary);
+    let named = sets.iter().map(|s| (s.name.clone(), &s.summary));
+    let repeated = more.iter().enumerate().flat_map(|(r, rep)| {
+        sets.iter()
+            .zip(rep)
+            .map(move |(s, m)| (format!("{}, repeat {}", s.name, r + 1), m))
+    });
+    for (name, summary) in named.chain(repeated) {
+        let c = report_checks(Some(&name), summary);
         all.held &= c.held;
         all.stalled |= c.stalled;
     }

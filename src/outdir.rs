@@ -44,6 +44,7 @@ const DATA_FILES: &[&str] = &[
     "timeseries.csv",
     "collective.csv",
     "compare.csv",
+    "compare-stats.csv",
     "window.csv",
     "host.csv",
     "sweep.csv",

@@ -29,6 +29,8 @@ pub enum Stream {
     Ecn = 4,
     /// Sweep point `a`, repeat `b`: that run's scenario seed.
     Sweep = 5,
+    /// Compare-set repeat `b`: the seed every set runs with.
+    Repeat = 6,
 }
 
 /// The seed of stream (`tag`, `a`, `b`) under scenario seed `seed`.

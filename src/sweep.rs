@@ -330,7 +330,7 @@ impl SweepPlan {
 }
 
 /// Flattens a JSON value's scalars into dotted names.
-fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
+pub(crate) fn flatten(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
     match v {
         Json::Object(m) => {
             for (k, x) in m {
@@ -444,7 +444,7 @@ pub fn mean_ci95(x: &[f64]) -> (f64, Option<f64>) {
 }
 
 /// Whether a flattened metric is one `sweep-stats.csv` sums up.
-fn headline(key: &str) -> bool {
+pub(crate) fn headline(key: &str) -> bool {
     matches!(
         key,
         "fct_us.p50"

@@ -151,6 +151,9 @@ pub struct Scenario {
     pub faults: Faults,
     /// Named parameter sets to compare (empty: run once).
     pub compare: Vec<CompareSet>,
+    /// Runs of every compare set (1: once); repeat r > 0 uses one derived seed for
+    /// every set (`compare::repeat_seed`).
+    pub repeats: u32,
     /// RED thresholds per tier (indexed like `Tier::ALL`); `None`: no marking there.
     pub ecn: [Option<Red>; 4],
     pub cc: Option<CcParams>,

@@ -57,6 +57,9 @@ pub struct ScenarioFile {
     /// Named RC parameter sets to run the same traffic under, side by side.
     #[serde(default, deserialize_with = "null_default")]
     pub compare: Vec<CompareSpec>,
+    /// Runs of every compare set, one seed per repeat shared by all sets; default 1.
+    #[serde(default)]
+    pub repeats: Option<u32>,
     /// ECN marking at switch egress queues; default: on with the `cc` preset's thresholds
     /// when `cc` is DCQCN, else off.
     #[serde(default)]

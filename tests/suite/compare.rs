@@ -128,3 +128,51 @@ fn a_dead_link_is_detected_after_retry_cnt_plus_one_timeouts() {
         );
     }
 }
+
+/// Issue 15, item 2: `repeats: N` runs every set N times, repeat r with one seed shared by
+/// all sets, so differences between sets are paired. A set identical to the first
+/// (`t14_again`) then differs by exactly 0 at every repeat, with a 0 half-width, where
+/// independent seeds would show two seeds' loss patterns as a difference; `timeout: 18`
+/// (one lost packet costs 1.07 s, not 67 ms) differs. `compare-stats.csv` has a row per
+/// set with the mean and 95% half-width over the 5 runs. `repeats` without sets, or 0,
+/// is refused.
+#[test]
+fn repeats_pair_the_sets_and_sum_them_up() {
+    let yaml = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
+flow_control: { mode: lossy }
+faults: { drop_probability: 0.001 }
+workload:
+  - poisson: { load: 0.4, sizes: websearch, until: 300us }
+repeats: 5
+compare:
+  - { name: t14, timeout: 14 }
+  - { name: t18, timeout: 18 }
+  - { name: t14_again, timeout: 14 }
+";
+    let sc = crate::common::scenario(yaml);
+    assert_eq!(sc.repeats, 5);
+    let sets = doorbell::compare::run_sets(&sc);
+    let more = doorbell::compare::repeat_summaries(&sc);
+    assert_eq!(more.len(), 4);
+    for (r, rep) in more.iter().enumerate() {
+        assert_eq!(rep[0].seed, rep[2].seed);
+        assert_ne!(rep[0].seed, sc.seed, "repeat {}: its own seed", r + 1);
+        assert_eq!(rep[0].fct_us, rep[2].fct_us, "repeat {}", r + 1);
+    }
+    let csv = doorbell::compare::stats_csv(&sets, &more);
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = |n: &str| rows[0].iter().position(|h| *h == n).unwrap();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[3][0], "t14_again");
+    assert_eq!(rows[3][col("repeats")], "5");
+    assert_eq!(rows[3][col("fct_us.p999.vs_first.mean")], "0");
+    assert_eq!(rows[3][col("fct_us.p999.vs_first.ci95")], "0");
+    let t18: f64 = rows[2][col("fct_us.p999.vs_first.mean")].parse().unwrap();
+    assert!(t18 > 0.0, "a longer timeout costs more: {t18}");
+    assert!(!rows[1][col("fct_us.p99.ci95")].is_empty());
+    let no_sets = yaml.split("compare:").next().unwrap();
+    let e = crate::common::rejected(no_sets);
+    assert!(e.contains("repeats") && e.contains("no sets"), "{e}");
+    let e = crate::common::rejected(&yaml.replace("repeats: 5", "repeats: 0"));
+    assert!(e.contains("repeats: expected 1 to 1000 runs"), "{e}");
+}

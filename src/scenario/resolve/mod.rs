@@ -113,6 +113,18 @@ fn check_plain_sections(f: &ScenarioFile) -> VResult<()> {
 pub fn validate(f: ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Scenario> {
     let mut sc = resolve_document(&f, stem, base_dir, true)?;
     sc.compare = compare::resolve(&f, stem, base_dir)?;
+    if let Some(r) = f.repeats {
+        if !(1..=1000).contains(&r) {
+            return err("repeats", format!("expected 1 to 1000 runs, found {r}"));
+        }
+        if r > 1 && sc.compare.is_empty() {
+            return err(
+                "repeats",
+                "repeats runs every `compare:` set with shared seeds; this scenario has no sets (to repeat one scenario over seeds, use `sweep: { repeats: N }`)",
+            );
+        }
+        sc.repeats = r;
+    }
     Ok(sc)
 }
 
@@ -203,6 +215,7 @@ pub fn resolve_document(
         transport,
         faults,
         compare: Vec::new(),
+        repeats: 1,
         cc,
         ecn,
         flow_control,
