@@ -74,6 +74,13 @@ pub fn plan_str(
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
     let base = parse_str(text, file, stem, overrides)?;
+    if !base.compare.is_empty() {
+        return Err(ScenarioError::at(
+            file,
+            "compare",
+            "a plan runs the scenario once per candidate and does not expand `compare:` sets; give the sets' fields as candidates instead, or remove `compare:`",
+        ));
+    }
     let mut tree: serde_yaml::Value =
         crate::scenario::check_nesting(text, file).and_then(|()| {
             serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))

@@ -117,6 +117,14 @@ pub fn plan_str(
 ) -> Result<SweepPlan, ScenarioError> {
     // The base scenario must be valid on its own.
     let base = parse_str(text, file, stem, overrides)?;
+    if !base.compare.is_empty() {
+        // A point is one run: its sets would be dropped without a word.
+        return Err(ScenarioError::at(
+            file,
+            "compare",
+            "a sweep runs the scenario once per point and does not expand `compare:` sets; sweep the sets' fields as points instead (for example `points: [ { transport.rc.timeout: 14 }, { transport.rc.timeout: 18 } ]`), or run the sets with `doorbell run` and `repeats:`",
+        ));
+    }
     let mut tree: serde_yaml::Value =
         crate::scenario::check_nesting(text, file).and_then(|()| {
             serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
@@ -371,7 +379,7 @@ pub fn run_one(plan: &SweepPlan, point: u32, repeat: u32) -> RunResult {
     let mut sc = plan
         .scenario(p, repeat)
         .expect("every point was checked when the sweep was planned");
-    // A sweep point is one run: compare sets are not expanded.
+    // A sweep point is one run (a scenario with sets is refused when planned).
     sc.compare.clear();
     let out = crate::sim::run(&sc);
     let summary = summarize(&sc, &out);

@@ -234,3 +234,33 @@ sweep:
     assert!((ci.unwrap() - 4.303 / 3f64.sqrt()).abs() < 1e-12);
     assert_eq!(doorbell::sweep::mean_ci95(&[5.0]).1, None);
 }
+
+/// Issue 15: compare sets were silently dropped inside sweeps (and plans). A scenario
+/// with sets is now refused by both, naming `compare` and what to do instead.
+#[test]
+fn sweeps_and_plans_refuse_compare_sets_instead_of_dropping_them() {
+    let text = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 4, host_link: { rate: 100Gbps } }
+workload:
+  - flows: [ { src: 0, dst: 4, size: 10KB } ]
+compare:
+  - { name: a, timeout: 14 }
+";
+    let sweep = format!("{text}sweep:\n  grid: {{ topology.spines: [1, 2] }}\n");
+    let Err(e) = plan_str(&sweep, "s.yaml", "s", &Overrides::default()) else {
+        panic!("a sweep with sets was accepted");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("compare: a sweep runs the scenario once per point"),
+        "{e}"
+    );
+    let plan = format!("{text}plan:\n  targets: {{ p99_fct_max: 1ms }}\n  candidates: [ {{ topology.spines: 1 }} ]\n");
+    let Err(e) = doorbell::plan::plan_str(&plan, "p.yaml", "p", &Overrides::default()) else {
+        panic!("a plan with sets was accepted");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("compare: a plan runs the scenario once per candidate"),
+        "{e}"
+    );
+}
