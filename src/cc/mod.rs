@@ -209,6 +209,21 @@ impl CongestionControl {
         }
     }
 
+    /// The transport detected a loss: a retransmission timeout (`timeout`) or a sequence
+    /// NAK. Swift reacts (Algorithm 1); DCQCN and HPCC leave loss to RC.
+    pub fn on_loss(&mut self, now: SimTime, timeout: bool) {
+        match self {
+            CongestionControl::None | CongestionControl::Dcqcn(_) | CongestionControl::Hpcc(_) => {}
+            CongestionControl::Swift(s) => {
+                if timeout {
+                    s.on_timeout(now)
+                } else {
+                    s.on_nak(now)
+                }
+            }
+        }
+    }
+
     /// A congestion notification arrived (DCQCN cuts at its next decrease check).
     pub fn on_cnp(&mut self, now: SimTime) {
         match self {

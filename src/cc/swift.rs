@@ -16,9 +16,15 @@
 //! - the window stays within [min_cwnd, max_cwnd]; below one packet the sender paces one
 //!   packet per RTT / cwnd.
 //!
-//! Left out: the endpoint-delay window (host processing is not in this RTT unless the
-//! host model adds it), retransmission-timeout and loss reactions (RC's own timers act),
-//! and per-packet pacing above a window of one.
+//! - losses (Algorithm 1): a retransmission timeout shrinks the window by max_mdf (at
+//!   most once per RTT), or to min_cwnd after `retx_reset` timeouts in a row; a sequence
+//!   NAK (RC's go-back-N, standing for the paper's fast recovery) shrinks it by max_mdf
+//!   (at most once per RTT) and, like any ACK, restarts the timeout count.
+//!
+//! Left out: the endpoint-delay window (in doorbell the responder NIC sends an ACK as soon
+//! as its port is free, ahead of data, so the endpoint delay is at most one packet's
+//! serialization and the fabric window always binds), and per-packet pacing above a
+//! window of one.
 
 use crate::units::{SimDuration, SimTime};
 
@@ -46,6 +52,9 @@ pub struct SwiftParams {
     pub max_cwnd: f64,
     /// Bytes of a full packet on the wire (the window's unit).
     pub mtu_wire: u64,
+    /// Retransmission timeouts in a row after which the window drops to min_cwnd
+    /// (Algorithm 1's RETX_RESET_THRESHOLD; the paper gives no value: 5 assumed).
+    pub retx_reset: u32,
 }
 
 impl SwiftParams {
@@ -66,6 +75,7 @@ impl SwiftParams {
             min_cwnd: 0.001,
             max_cwnd: (2.0 * bdp_packets).max(1.0),
             mtu_wire,
+            retx_reset: 5,
         }
     }
 }
@@ -87,6 +97,8 @@ pub struct SwiftSender {
     /// The latest RTT sample.
     rtt: Option<SimDuration>,
     last_decrease: Option<SimTime>,
+    /// Retransmission timeouts since the last ACK.
+    retransmits: u32,
     pub stats: SwiftStats,
 }
 
@@ -99,6 +111,7 @@ impl SwiftSender {
             cwnd: p.max_cwnd,
             rtt: None,
             last_decrease: None,
+            retransmits: 0,
             stats: SwiftStats::default(),
         }
     }
@@ -120,6 +133,7 @@ impl SwiftSender {
     /// An ACK arrived at `now` with an RTT sample, acknowledging `acked` more packets.
     pub fn on_ack(&mut self, now: SimTime, rtt: SimDuration, acked: u64) {
         self.rtt = Some(rtt);
+        self.retransmits = 0;
         let target = self.target();
         if rtt < target {
             let n = acked as f64;
@@ -128,15 +142,46 @@ impl SwiftSender {
             } else {
                 self.p.ai_packets * n
             };
-        } else if !matches!(self.last_decrease, Some(t) if now.0 < t.0 + rtt.0) {
-            // At most one decrease per RTT.
+        } else if self.can_decrease(now) {
             let r = rtt.0 as f64;
             let factor = (1.0 - self.p.beta * (r - target.0 as f64) / r).max(1.0 - self.p.max_mdf);
-            self.cwnd *= factor;
-            self.last_decrease = Some(now);
-            self.stats.decreases += 1;
+            self.decrease(now, factor);
         }
         self.cwnd = self.cwnd.clamp(self.p.min_cwnd, self.p.max_cwnd);
+    }
+
+    /// At most one decrease per RTT (the latest sample's; any before the first).
+    fn can_decrease(&self, now: SimTime) -> bool {
+        let rtt = self.rtt.unwrap_or(SimDuration::ZERO);
+        !matches!(self.last_decrease, Some(t) if now.0 < t.0 + rtt.0)
+    }
+
+    fn decrease(&mut self, now: SimTime, factor: f64) {
+        self.cwnd = (self.cwnd * factor).clamp(self.p.min_cwnd, self.p.max_cwnd);
+        self.last_decrease = Some(now);
+        self.stats.decreases += 1;
+    }
+
+    /// A retransmission timeout at `now` (Algorithm 1): the window drops to min_cwnd once
+    /// `retx_reset` have come in a row, else shrinks by max_mdf (at most once per RTT).
+    pub fn on_timeout(&mut self, now: SimTime) {
+        self.retransmits += 1;
+        if self.retransmits >= self.p.retx_reset {
+            self.cwnd = self.p.min_cwnd;
+            self.last_decrease = Some(now);
+            self.stats.decreases += 1;
+        } else if self.can_decrease(now) {
+            self.decrease(now, 1.0 - self.p.max_mdf);
+        }
+    }
+
+    /// A sequence NAK at `now` (RC's go-back-N, for Algorithm 1's fast recovery): the
+    /// timeout count restarts and the window shrinks by max_mdf (at most once per RTT).
+    pub fn on_nak(&mut self, now: SimTime) {
+        self.retransmits = 0;
+        if self.can_decrease(now) {
+            self.decrease(now, 1.0 - self.p.max_mdf);
+        }
     }
 
     /// The window in bytes (at least one packet: below that the pacing rate limits).
@@ -183,6 +228,37 @@ mod tests {
             "{:?} vs {want}",
             s.target()
         );
+    }
+
+    /// Algorithm 1's loss reactions by hand: a NAK halves the window (max_mdf 0.5) once
+    /// per RTT; timeouts halve it too, and the fifth in a row drops it to min_cwnd; an ACK
+    /// restarts the count.
+    #[test]
+    fn losses_shrink_the_window_once_per_rtt_and_repeated_timeouts_reset_it() {
+        let mut s = SwiftSender::new(params(), 1);
+        s.cwnd = 40.0;
+        s.on_ack(SimTime::ZERO, us(11), 0);
+        s.on_nak(SimTime::ZERO + us(1));
+        assert_eq!(s.cwnd(), 20.0);
+        s.on_nak(SimTime::ZERO + us(5));
+        assert_eq!(
+            s.cwnd(),
+            20.0,
+            "within one RTT (11 us) of the last decrease"
+        );
+        s.on_timeout(SimTime::ZERO + us(20));
+        assert_eq!(s.cwnd(), 10.0);
+        for k in 2..5 {
+            s.on_timeout(SimTime::ZERO + us(20 + 20 * k));
+        }
+        assert_eq!(s.cwnd(), 10.0 / 8.0, "timeouts 2-4 halve it");
+        s.on_timeout(SimTime::ZERO + us(200));
+        assert_eq!(s.cwnd(), s.p.min_cwnd, "the fifth in a row resets it");
+        // An ACK restarts the count: the next timeout only halves.
+        s.cwnd = 8.0;
+        s.on_ack(SimTime::ZERO + us(300), us(11), 0);
+        s.on_timeout(SimTime::ZERO + us(400));
+        assert_eq!(s.cwnd(), 4.0);
     }
 
     #[test]

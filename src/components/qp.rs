@@ -195,9 +195,13 @@ impl QueuePair {
         // Newly acknowledged: how far the oldest unacknowledged packet moved (a NAK
         // rewinds what is in flight without acknowledging what it rewinds).
         let before = self.req.acked_packets();
+        let nak = ack.kind == crate::transport::rc::AckKind::NakSeq;
         self.req.handle_ack(now, ack);
         let acked = self.req.acked_packets() - before;
         let cc = &mut self.cc[Direction::Forward as usize];
+        if nak {
+            cc.on_loss(now, false);
+        }
         cc.on_ack(
             now,
             &AckFeedback {
@@ -211,6 +215,20 @@ impl QueuePair {
         );
         let window = cc.cwnd_packets(mtu_wire);
         self.req.set_cc_window(window);
+    }
+
+    /// The requester's timer fired at `now`: a retransmission timeout also tells the
+    /// forward direction's congestion control of a loss, whose window (in packets of
+    /// `mtu_wire` bytes) then bounds the resend.
+    pub fn handle_timeout(&mut self, now: SimTime, mtu_wire: u64) {
+        let before = self.req.stats.timeouts;
+        self.req.handle_timeout(now);
+        if self.req.stats.timeouts > before {
+            let cc = &mut self.cc[Direction::Forward as usize];
+            cc.on_loss(now, true);
+            let window = cc.cwnd_packets(mtu_wire);
+            self.req.set_cc_window(window);
+        }
     }
 
     /// Direction `d`'s sending rate now (`None`: unpaced, line rate).

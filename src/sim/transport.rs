@@ -405,6 +405,7 @@ impl Sim {
 
     /// Returns whether a timer was actually due.
     pub(super) fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
+        let mtu_wire = self.mtu + self.overhead + self.int_bytes;
         let qp = &mut self.qps[slot as usize];
         if !qp.take_timer(now) {
             return false; // superseded by an earlier re-arm
@@ -413,7 +414,7 @@ impl Sim {
             return false; // the queue pair finished
         }
         let due = qp.req.next_timeout().is_some_and(|t| t <= now);
-        qp.req.handle_timeout(now);
+        qp.handle_timeout(now, mtu_wire);
         self.after_requester_input(now, slot);
         due
     }

@@ -82,3 +82,33 @@ workload:
         "{e}"
     );
 }
+
+/// Swift's loss reactions (Algorithm 1) under RC: one 4 MB WRITE alone on a leaf, so the
+/// RTT never reaches the target and only losses can shrink the window. Without loss the
+/// window never shrinks; with 1% of packets dropped at random it shrinks, once per NAK or
+/// timeout at most (at most once per RTT), and the flow still completes.
+#[test]
+fn losses_shrink_swifts_window() {
+    let run_with = |drop: &str| {
+        let sc = crate::common::scenario(&format!(
+            "topology: {{ leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 1us }} }}
+cc: {{ algorithm: swift }}
+faults: {{ drop_probability: {drop} }}
+workload:
+  - flows: [ {{ src: 0, dst: 1, size: 4MB }} ]
+"
+        ));
+        let out = doorbell::sim::run(&sc);
+        assert_eq!(out.flows[0].outcome, doorbell::sim::Outcome::Completed);
+        let s = doorbell::metrics::summarize(&sc, &out);
+        let rc = s.rc.unwrap();
+        (out.cc.rate_cuts, rc.seq_naks + rc.timeouts)
+    };
+    assert_eq!(run_with("0"), (0, 0), "no loss, no decrease");
+    let (cuts, losses) = run_with("0.01");
+    assert!(losses > 0, "1% of packets lost");
+    assert!(
+        cuts > 0 && cuts <= losses,
+        "{cuts} decreases for {losses} NAKs and timeouts"
+    );
+}
