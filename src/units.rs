@@ -407,13 +407,33 @@ pub fn parse_rate(text: &str) -> Result<BitsPerSec, UnitError> {
         ("MB/s", 8_000_000),
         ("GB/s", 8_000_000_000),
         ("TB/s", 8_000_000_000_000),
+        // The same, as vendors and papers also write them: bits as `Gb/s` or `Gbit/s`,
+        // bytes as `GBps` (capital B: bytes).
+        ("b/s", 1),
+        ("Kb/s", 1_000),
+        ("kb/s", 1_000),
+        ("Mb/s", 1_000_000),
+        ("Gb/s", 1_000_000_000),
+        ("Tb/s", 1_000_000_000_000),
+        ("bit/s", 1),
+        ("Kbit/s", 1_000),
+        ("kbit/s", 1_000),
+        ("Mbit/s", 1_000_000),
+        ("Gbit/s", 1_000_000_000),
+        ("Tbit/s", 1_000_000_000_000),
+        ("Bps", 8),
+        ("KBps", 8_000),
+        ("kBps", 8_000),
+        ("MBps", 8_000_000),
+        ("GBps", 8_000_000_000),
+        ("TBps", 8_000_000_000_000),
     ];
     parse_with_units(
         text,
         "rate",
         "`200Gbps` or `25GB/s`",
         "bits per second",
-        "bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, TB/s",
+        "bps, Kbps, Mbps, Gbps, Tbps (or Gb/s, Gbit/s) for bits, B/s, KB/s, MB/s, GB/s, TB/s (or GBps) for bytes",
         UNITS,
     )
     .map(BitsPerSec)
@@ -422,6 +442,24 @@ pub fn parse_rate(text: &str) -> Result<BitsPerSec, UnitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 15, item 9: the spellings users write for the same rate.
+    #[test]
+    fn rates_parse_in_every_usual_spelling() {
+        for t in [
+            "100Gbps",
+            "100Gb/s",
+            "100Gbit/s",
+            "100 Gbps",
+            "12.5GB/s",
+            "12.5GBps",
+        ] {
+            assert_eq!(parse_rate(t).unwrap(), BitsPerSec(100_000_000_000), "{t}");
+        }
+        assert_eq!(parse_rate("400Mb/s").unwrap(), BitsPerSec(400_000_000));
+        assert!(parse_rate("100Gb").is_err());
+        assert!(parse_rate("100").is_err());
+    }
 
     #[test]
     fn durations_parse_exactly() {

@@ -820,7 +820,7 @@ fn unit_strings_at_the_edges_are_rejected() {
     assert_eq!(
         rejected(&rate("1e30Gbps"), "topology.host_link.rate"),
         "m.yaml:5:22: topology.host_link.rate: unknown rate unit `e30Gbps` in `1e30Gbps` \
-         (expected one of bps, Kbps, Mbps, Gbps, Tbps, B/s, KB/s, MB/s, GB/s, TB/s)"
+         (expected one of bps, Kbps, Mbps, Gbps, Tbps (or Gb/s, Gbit/s) for bits, B/s, KB/s, MB/s, GB/s, TB/s (or GBps) for bytes)"
     );
     assert_eq!(
         rejected(&format!("duration: 1.5ps\n{BASE}"), "duration"),
