@@ -10,6 +10,9 @@ use doorbell::sim::footprint;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod cli_progress;
+use cli_progress::{clear_progress, show_progress};
+
 /// `print!` that ignores a closed stdout (`doorbell validate X | head -1`): a reader that
 /// stopped reading is not an error, and the results are in files anyway. `print!` would
 /// panic there (exit 101).
@@ -256,6 +259,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(e.exit_code());
                 }
             };
+            show_progress(quiet);
             match run(&sc, &claimed, quiet, !no_plot) {
                 Ok(Checks {
                     held: true,
@@ -338,6 +342,7 @@ fn run(
         return run_compare(sc, dir, quiet, plot);
     }
     let out = doorbell::sim::run(sc);
+    clear_progress();
     out_of_memory(None, &out)?;
     let summary = summarize(sc, &out);
     let perf = PerfReport::new(&out);
@@ -432,6 +437,7 @@ fn run_compare(
     }
     // `repeats`: the sets again at repeats 1..N, one seed per repeat for every set.
     let more = compare::repeat_summaries(sc);
+    clear_progress();
     if !more.is_empty() {
         write_atomic(
             &dir.join("compare-stats.csv"),

@@ -84,6 +84,19 @@ pub fn set_memory_budget(bytes: u64) {
     let _ = MEMORY_BUDGET.set(bytes);
 }
 
+/// What a progress display hears every `LIVELOCK_CHECK` events: simulated time so far,
+/// the run's end if it has one (`duration`), and events so far.
+pub type ProgressHook = Box<dyn Fn(SimTime, Option<SimTime>, u64) + Send + Sync>;
+
+/// Set once by the command line (a progress bar on a terminal); unset, nothing is told.
+/// It only watches: the run's results do not depend on it.
+static PROGRESS: std::sync::OnceLock<ProgressHook> = std::sync::OnceLock::new();
+
+/// Sets the progress hook for every later run in this process.
+pub fn set_progress(hook: ProgressHook) {
+    let _ = PROGRESS.set(hook);
+}
+
 /// How a flow ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -634,6 +647,13 @@ impl Sim {
                     }
                 } else {
                     (instant, still) = (t, 0);
+                }
+                if let Some(p) = PROGRESS.get() {
+                    p(
+                        t,
+                        self.sc.duration.map(|d| SimTime(d.0)),
+                        self.q.events_processed(),
+                    );
                 }
                 // Memory grows with the run (collective transfers, flows started): stop
                 // cleanly before the system kills the process.
