@@ -80,8 +80,13 @@ pub fn repeat_seed(sc: &Scenario, r: u32) -> u64 {
 }
 
 /// The summaries of every set at repeats 1..N (repeat 0 is [`run_sets`]), outer index
-/// the repeat; each run's full output is dropped once summed up.
-pub fn repeat_summaries(sc: &Scenario) -> Vec<Vec<Summary>> {
+/// the repeat; each run's full output is dropped once summed up, after `check` (named
+/// `set <name>, repeat <r>`) has passed it: a run cut short (for memory) must not be
+/// averaged in as if whole.
+pub fn repeat_summaries<E>(
+    sc: &Scenario,
+    check: impl Fn(&str, &RunOutput) -> Result<(), E>,
+) -> Result<Vec<Vec<Summary>>, E> {
     (1..sc.repeats)
         .map(|r| {
             sc.compare
@@ -89,7 +94,9 @@ pub fn repeat_summaries(sc: &Scenario) -> Vec<Vec<Summary>> {
                 .map(|set| {
                     let mut s = set_scenario(sc, set);
                     s.seed = repeat_seed(sc, r);
-                    summarize(&s, &run(&s))
+                    let out = run(&s);
+                    check(&format!("set {}, repeat {r}", set.name), &out)?;
+                    Ok(summarize(&s, &out))
                 })
                 .collect()
         })
@@ -97,25 +104,24 @@ pub fn repeat_summaries(sc: &Scenario) -> Vec<Vec<Summary>> {
 }
 
 /// The headline figures of a summary, flattened (`fct_us.p99`, ...).
-fn headline_figures(s: &Summary) -> std::collections::BTreeMap<String, f64> {
+/// With each, whether it is only a lower bound (unfinished flows).
+fn headline_figures(s: &Summary) -> std::collections::BTreeMap<String, (f64, bool)> {
     let mut all = std::collections::BTreeMap::new();
     let json = serde_json::to_value(s).expect("a summary serializes");
     crate::sweep::flatten("", &json, &mut all);
-    all.into_iter()
+    all.iter()
         .filter(|(k, _)| crate::sweep::headline(k))
-        .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+        .filter_map(|(k, v)| Some((k.clone(), (v.as_f64()?, crate::sweep::bounded(&all, k)))))
         .collect()
 }
 
 /// Per set and headline figure: (mean, 95% half-width) over repeats, and the same for
 /// the paired difference from the first set.
-type SetStats = Vec<(
-    String,
-    Vec<(String, (f64, Option<f64>), Option<(f64, Option<f64>)>)>,
-)>;
+type Stat = (f64, Option<f64>);
+type SetStats = Vec<(String, Vec<(String, Option<Stat>, Option<Stat>, usize)>)>;
 
 fn set_stats(sets: &[SetResult], more: &[Vec<Summary>]) -> SetStats {
-    let runs: Vec<Vec<std::collections::BTreeMap<String, f64>>> = sets
+    let runs: Vec<Vec<std::collections::BTreeMap<String, (f64, bool)>>> = sets
         .iter()
         .enumerate()
         .map(|(i, s)| {
@@ -132,14 +138,20 @@ fn set_stats(sets: &[SetResult], more: &[Vec<Summary>]) -> SetStats {
             let rows = keys
                 .iter()
                 .map(|&k| {
-                    let x: Vec<f64> = runs[i].iter().filter_map(|m| m.get(k).copied()).collect();
+                    let x: Vec<f64> = runs[i].iter().filter_map(|m| Some(m.get(k)?.0)).collect();
+                    let bounded = runs[i]
+                        .iter()
+                        .filter(|m| m.get(k).is_some_and(|v| v.1))
+                        .count();
+                    // A figure the set never had is absent, not 0.
+                    let stat = (!x.is_empty()).then(|| crate::sweep::mean_ci95(&x));
                     let d: Vec<f64> = runs[i]
                         .iter()
                         .zip(&runs[0])
-                        .filter_map(|(m, b)| Some(m.get(k)? - b.get(k)?))
+                        .filter_map(|(m, b)| Some(m.get(k)?.0 - b.get(k)?.0))
                         .collect();
                     let diff = (i > 0 && !d.is_empty()).then(|| crate::sweep::mean_ci95(&d));
-                    (k.clone(), crate::sweep::mean_ci95(&x), diff)
+                    (k.clone(), stat, diff, bounded)
                 })
                 .collect();
             (s.name.clone(), rows)
@@ -148,14 +160,21 @@ fn set_stats(sets: &[SetResult], more: &[Vec<Summary>]) -> SetStats {
 }
 
 /// `compare-stats.csv`: per set, `repeats`, then for each headline figure `<f>.mean`,
-/// `<f>.ci95`, `<f>.vs_first.mean`, `<f>.vs_first.ci95` (empty where undefined).
+/// `<f>.ci95`, `<f>.vs_first.mean`, `<f>.vs_first.ci95` (empty where undefined) and
+/// `<f>.lower_bound_runs` (the runs in which it was only a lower bound).
 pub fn stats_csv(sets: &[SetResult], more: &[Vec<Summary>]) -> String {
     let stats = set_stats(sets, more);
     let f = |x: Option<f64>| x.map_or(String::new(), |v| r4(v).to_string());
     let mut o = String::from("set,repeats");
     if let Some((_, rows)) = stats.first() {
-        for (k, _, _) in rows {
-            for s in ["mean", "ci95", "vs_first.mean", "vs_first.ci95"] {
+        for (k, _, _, _) in rows {
+            for s in [
+                "mean",
+                "ci95",
+                "vs_first.mean",
+                "vs_first.ci95",
+                "lower_bound_runs",
+            ] {
                 let _ = write!(o, ",{k}.{s}");
             }
         }
@@ -163,12 +182,12 @@ pub fn stats_csv(sets: &[SetResult], more: &[Vec<Summary>]) -> String {
     o.push('\n');
     for (name, rows) in &stats {
         let _ = write!(o, "{name},{}", more.len() + 1);
-        for (_, (m, ci), diff) in rows {
+        for (_, stat, diff, bounded) in rows {
             let _ = write!(
                 o,
-                ",{},{},{},{}",
-                f(Some(*m)),
-                f(*ci),
+                ",{},{},{},{},{bounded}",
+                f(stat.map(|s| s.0)),
+                f(stat.and_then(|s| s.1)),
                 f(diff.map(|d| d.0)),
                 f(diff.and_then(|d| d.1))
             );
@@ -199,13 +218,13 @@ pub fn render_stats_table(sets: &[SetResult], more: &[Vec<Summary>]) -> String {
         None => "-".to_string(),
     };
     for (name, rows) in &stats {
-        let get = |key: &str| rows.iter().find(|(k, _, _)| k == key);
+        let get = |key: &str| rows.iter().find(|(k, _, _, _)| k == key);
         let _ = writeln!(
             o,
             "{:<16} {:>24} {:>24} {:>30}",
             name,
-            pm(get("fct_us.p99").map(|r| &r.1)),
-            pm(get("goodput_gbps.aggregate").map(|r| &r.1)),
+            pm(get("fct_us.p99").and_then(|r| r.1.as_ref())),
+            pm(get("goodput_gbps.aggregate").and_then(|r| r.1.as_ref())),
             pm(get("fct_us.p99").and_then(|r| r.2.as_ref())),
         );
     }

@@ -396,6 +396,10 @@ fn run_compare(
     for s in &sets {
         out_of_memory(Some(&format!("set {}", s.name)), &s.out)?;
     }
+    // `repeats`: the sets again at repeats 1..N, one seed per repeat for every set (all
+    // run before anything is written, so a run stopped for memory leaves nothing).
+    let more = compare::repeat_summaries(sc, |label, out| out_of_memory(Some(label), out))?;
+    clear_progress();
     for s in &sets {
         let sub = dir.join(&s.name);
         write_files(
@@ -435,9 +439,6 @@ fn run_compare(
         write_atomic(&dir.join("collective.csv"), csv.as_bytes())
             .with_context(|| format!("writing {}", dir.join("collective.csv").display()))?;
     }
-    // `repeats`: the sets again at repeats 1..N, one seed per repeat for every set.
-    let more = compare::repeat_summaries(sc);
-    clear_progress();
     if !more.is_empty() {
         write_atomic(
             &dir.join("compare-stats.csv"),

@@ -493,8 +493,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
                 // FCT is at least what it had run, and at least its ideal FCT (a lower
                 // bound either way). A flow that never started (its start after the
                 // end, or waiting on another) has no FCT.
-                let started =
-                    f.def.start <= out.end && (f.def.after.is_none() || f.packets_sent > 0);
+                let started = f.def.start <= out.end && (f.def.after.is_none() || f.started);
                 if started {
                     let ran = out
                         .end

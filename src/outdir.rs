@@ -67,6 +67,13 @@ pub const PLOT_STEMS: &[&str] = &[
     "window",
 ];
 
+/// Whether a compare set may not be called `name`: its folder would clash with a file
+/// or folder doorbell writes beside it (compared without case, as some file systems do).
+pub fn reserved_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    is_output_file(&lower) || lower == "points"
+}
+
 /// Whether doorbell writes a file of this name into an output folder.
 fn is_output_file(name: &str) -> bool {
     DATA_FILES.contains(&name)

@@ -490,7 +490,14 @@ impl Plan {
         if self.bisect {
             let mut order: Vec<usize> = (0..self.candidates.len()).collect();
             order.sort_by_key(|&i| (self.candidates[i].spines, i));
-            if !self.monotone(&order, ev) {
+            // Verdicts that flip back (a pass, then a miss with more spines) overrule the
+            // bisection as much as figures that get worse.
+            let verdicts: Vec<bool> = order
+                .iter()
+                .filter_map(|&i| ev[i].as_ref().map(|e| e.pass))
+                .collect();
+            let flips = verdicts.windows(2).any(|w| w[0] && !w[1]);
+            if !self.monotone(&order, ev) || flips {
                 let _ = writeln!(
                     o,
                     "note     the figures are not monotone in the spine count (more spines did worse somewhere), so bisection alone could mislead: every cheaper candidate was run"

@@ -451,6 +451,19 @@ pub fn mean_ci95(x: &[f64]) -> (f64, Option<f64>) {
     (mean, Some(t95(n - 1) * (var / n as f64).sqrt()))
 }
 
+/// Whether flattened metric `key` (`fct_us.p99`) is only a lower bound in one run's
+/// flattened metrics: its section's `lower_bounds` list names it.
+pub(crate) fn bounded(metrics: &BTreeMap<String, Json>, key: &str) -> bool {
+    let Some((section, stat)) = key.rsplit_once('.') else {
+        return false;
+    };
+    let prefix = format!("{section}.lower_bounds.");
+    metrics
+        .range(prefix.clone()..)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .any(|(_, v)| v.as_str() == Some(stat))
+}
+
 /// Whether a flattened metric is one `sweep-stats.csv` sums up.
 pub(crate) fn headline(key: &str) -> bool {
     matches!(
@@ -466,7 +479,8 @@ pub(crate) fn headline(key: &str) -> bool {
 
 /// `sweep-stats.csv`: per point, its swept values, how many repeats, then for each
 /// headline metric `<m>.mean, <m>.ci95, <m>.vs_point0.mean, <m>.vs_point0.ci95` (the
-/// paired difference from point 0, repeat by repeat; empty for point 0).
+/// paired difference from point 0, repeat by repeat; empty for point 0) and
+/// `<m>.lower_bound_runs` (the runs in which it was only a lower bound).
 pub fn stats_csv(paths: &[String], rows: &[Row]) -> String {
     let num = |r: &Row, k: &str| r.metrics.get(k).and_then(|v| v.as_f64());
     let keys: BTreeSet<&String> = rows
@@ -489,7 +503,13 @@ pub fn stats_csv(paths: &[String], rows: &[Row]) -> String {
     }
     o.push_str(",repeats");
     for k in &keys {
-        for s in ["mean", "ci95", "vs_point0.mean", "vs_point0.ci95"] {
+        for s in [
+            "mean",
+            "ci95",
+            "vs_point0.mean",
+            "vs_point0.ci95",
+            "lower_bound_runs",
+        ] {
             o.push_str(&format!(",{k}.{s}"));
         }
     }
@@ -516,6 +536,10 @@ pub fn stats_csv(paths: &[String], rows: &[Row]) -> String {
                 let (m, ci) = mean_ci95(&d);
                 o.push_str(&format!(",{},{}", f(Some(m)), f(ci)));
             }
+            // Runs in which the figure was only a lower bound (unfinished flows): the
+            // mean then is one too.
+            let n = rs.iter().filter(|r| bounded(&r.metrics, k)).count();
+            o.push_str(&format!(",{n}"));
         }
         o.push('\n');
     }

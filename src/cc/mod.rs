@@ -281,7 +281,6 @@ impl CongestionControl {
         }
     }
 
-    /// Timers that are due fire.
     /// The next time a timer may raise the rate (a paced packet waiting longer looks
     /// again then). Algorithms that change their rate only on ACKs have none.
     pub fn next_rate_rise(&self) -> Option<SimTime> {
@@ -293,6 +292,7 @@ impl CongestionControl {
         }
     }
 
+    /// Timers that are due by `now` fire.
     pub fn handle_timeout(&mut self, now: SimTime) {
         match self {
             CongestionControl::None | CongestionControl::Hpcc(_) | CongestionControl::Swift(_) => {}

@@ -131,6 +131,8 @@ pub struct FlowState {
     pub finish: Option<SimTime>,
     /// When the queue pair failed.
     pub failed_at: Option<SimTime>,
+    /// Its start event ran (for a flow that waits on another: the other finished).
+    pub started: bool,
     pub outcome: Outcome,
     /// FCT on an empty fabric.
     pub ideal: SimDuration,
@@ -182,6 +184,7 @@ impl FlowState {
             landed: None,
             finish: None,
             failed_at: None,
+            started: false,
             outcome: Outcome::Pending,
             ideal,
             qp: NO_QP,
@@ -784,6 +787,7 @@ impl Sim {
     }
 
     fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
+        self.flows[flow as usize].started = true;
         if self.flows[flow as usize].def.after.is_some() {
             // Started by the flow it waited for: its start is now.
             self.flows[flow as usize].def.start = now;

@@ -152,7 +152,7 @@ compare:
     let sc = crate::common::scenario(yaml);
     assert_eq!(sc.repeats, 5);
     let sets = doorbell::compare::run_sets(&sc);
-    let more = doorbell::compare::repeat_summaries(&sc);
+    let more = doorbell::compare::repeat_summaries(&sc, |_, _| Ok::<(), ()>(())).unwrap();
     assert_eq!(more.len(), 4);
     for (r, rep) in more.iter().enumerate() {
         assert_eq!(rep[0].seed, rep[2].seed);
@@ -160,6 +160,8 @@ compare:
         assert_eq!(rep[0].fct_us, rep[2].fct_us, "repeat {}", r + 1);
     }
     let csv = doorbell::compare::stats_csv(&sets, &more);
+    let table = doorbell::compare::render_stats_table(&sets, &more);
+    assert!(table.contains("5 runs per set"), "{table}");
     let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
     let col = |n: &str| rows[0].iter().position(|h| *h == n).unwrap();
     assert_eq!(rows.len(), 4);
@@ -170,6 +172,8 @@ compare:
     let t18: f64 = rows[2][col("fct_us.p999.vs_first.mean")].parse().unwrap();
     assert!(t18 > 0.0, "a longer timeout costs more: {t18}");
     assert!(!rows[1][col("fct_us.p99.ci95")].is_empty());
+    // Every flow finishes: no figure is a lower bound in any run.
+    assert_eq!(rows[1][col("fct_us.p99.lower_bound_runs")], "0");
     let no_sets = yaml.split("compare:").next().unwrap();
     let e = crate::common::rejected(no_sets);
     assert!(e.contains("repeats") && e.contains("no sets"), "{e}");

@@ -371,5 +371,30 @@ workload:
         );
     }
     assert!(!d.parent().unwrap().join("escaped").exists());
+    // A name that is a file doorbell writes beside the sets, or two names that differ
+    // only in case, would clash in the output folder.
+    for (sets, want) in [
+        (
+            "  - { name: compare.csv, timeout: 14 }\n",
+            "is a file or folder doorbell writes",
+        ),
+        (
+            "  - { name: Points, timeout: 14 }\n",
+            "is a file or folder doorbell writes",
+        ),
+        (
+            "  - { name: a, timeout: 14 }\n  - { name: A, timeout: 18 }\n",
+            "differ only in case",
+        ),
+    ] {
+        std::fs::write(d.join("sets.yaml"), format!("{yaml}compare:\n{sets}")).unwrap();
+        let o = bin()
+            .current_dir(&d)
+            .args(["run", "sets.yaml", "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{sets}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{sets}: {}", stderr(&o));
+    }
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -228,6 +228,7 @@ sweep:
     assert_eq!(p1[col("fct_us.p99.vs_point0.mean")], "0");
     assert_eq!(p1[col("fct_us.p99.vs_point0.ci95")], "0");
     assert!(!p1[col("fct_us.p99.ci95")].is_empty());
+    assert_eq!(p1[col("fct_us.p99.lower_bound_runs")], "0");
     // The interval by hand: 1, 2, 3 -> mean 2, s = 1, t(2 dof) = 4.303, 4.303 / sqrt 3.
     let (m, ci) = doorbell::sweep::mean_ci95(&[1.0, 2.0, 3.0]);
     assert_eq!(m, 2.0);

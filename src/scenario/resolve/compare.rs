@@ -33,10 +33,10 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
                 "`compare:` compares RC parameter sets; it needs `transport.mode: rc`",
             );
         }
-        if c.name.trim().is_empty() || !names.insert(c.name.as_str()) {
+        if c.name.trim().is_empty() || !names.insert(c.name.to_ascii_lowercase()) {
             return err(
                 format!("compare[{i}].name"),
-                "expected a unique, non-empty name",
+                "expected a unique, non-empty name (names that differ only in case clash on some file systems)",
             );
         }
         // The name is a folder under the output folder: nothing that could lead out of
@@ -45,6 +45,15 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
             .name
             .chars()
             .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+        if crate::outdir::reserved_name(&c.name) {
+            return err(
+                format!("compare[{i}].name"),
+                format!(
+                    "`{}` is a file or folder doorbell writes in the output folder: choose another name",
+                    c.name
+                ),
+            );
+        }
         if !plain || c.name.starts_with('.') || c.name.len() > 100 {
             return err(
                 format!("compare[{i}].name"),
