@@ -61,6 +61,29 @@ pub struct FluidPoint {
 }
 
 impl FluidParams {
+    /// The paper's parameters (Table 1 and `dcqcn2.m`: tau 50 us, tau' 55 us, g 1/256,
+    /// B 10 MB, T 55 us, F 5, R_AI 40 Mb/s, RED 5 KB / 200 KB / 1%) for `flows` flows on a
+    /// bottleneck of `capacity_bps`, packets of `packet_bytes` and a feedback delay of
+    /// `tau_star_s`: the `paper` preset's reaction point and switch thresholds.
+    pub fn paper(flows: u32, capacity_bps: f64, packet_bytes: f64, tau_star_s: f64) -> Self {
+        FluidParams {
+            flows,
+            capacity_bps,
+            packet_bytes,
+            tau_s: 50e-6,
+            tau_prime_s: 55e-6,
+            tau_star_s,
+            g: 1.0 / 256.0,
+            byte_counter_bytes: 10e6,
+            timer_s: 55e-6,
+            fast_recovery_steps: 5,
+            rate_ai_bps: 40e6,
+            kmin_bytes: 5e3,
+            kmax_bytes: 200e3,
+            pmax: 0.01,
+        }
+    }
+
     /// RED's marking probability at a queue of `q` packets (`CalculateP`).
     fn marking(&self, q: f64) -> f64 {
         let (kmin, kmax) = (
@@ -157,24 +180,9 @@ impl FluidParams {
 mod tests {
     use super::*;
 
-    /// The paper's parameters at 40 Gb/s (its Table 1 and `dcqcn2.m`).
+    /// The paper's parameters at 40 Gb/s, 1000 B packets, 4 us feedback delay.
     fn paper(flows: u32) -> FluidParams {
-        FluidParams {
-            flows,
-            capacity_bps: 40e9,
-            packet_bytes: 1000.0,
-            tau_s: 50e-6,
-            tau_prime_s: 55e-6,
-            tau_star_s: 4e-6,
-            g: 1.0 / 256.0,
-            byte_counter_bytes: 10e6,
-            timer_s: 55e-6,
-            fast_recovery_steps: 5,
-            rate_ai_bps: 40e6,
-            kmin_bytes: 5e3,
-            kmax_bytes: 200e3,
-            pmax: 0.01,
-        }
+        FluidParams::paper(flows, 40e9, 1000.0, 4e-6)
     }
 
     #[test]

@@ -334,23 +334,7 @@ fn start_up_and_convergence_follow_the_papers_fluid_model() {
     use doorbell::analytic::dcqcn_fluid::FluidParams;
     for n in [2u32, 4, 8, 16] {
         let (queue, rate) = paper_incast_at_40g(n);
-        let model = FluidParams {
-            flows: n,
-            capacity_bps: 40e9,
-            packet_bytes: 1082.0,
-            tau_s: 50e-6,
-            tau_prime_s: 55e-6,
-            tau_star_s: 4e-6,
-            g: 1.0 / 256.0,
-            byte_counter_bytes: 10e6,
-            timer_s: 55e-6,
-            fast_recovery_steps: 5,
-            rate_ai_bps: 40e6,
-            kmin_bytes: 5e3,
-            kmax_bytes: 200e3,
-            pmax: 0.01,
-        }
-        .integrate(0.06, 1e-7, 200);
+        let model = FluidParams::paper(n, 40e9, 1082.0, 4e-6).integrate(0.06, 1e-7, 200);
         let model_rate: Vec<(f64, f64)> = model.iter().map(|p| (p.time_s, p.rate_bps)).collect();
         let model_queue: Vec<(f64, f64)> =
             model.iter().map(|p| (p.time_s, p.queue_bytes)).collect();
