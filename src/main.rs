@@ -174,6 +174,31 @@ fn main() -> ExitCode {
                             String::new()
                         }
                     );
+                    let w = footprint::work(&sc);
+                    let secs = w.events / footprint::EVENTS_PER_SECOND;
+                    outln!(
+                        "work     about {} of payload, {:.2e} packets, {:.2e} events (within a factor of about 3): {} of wall time per run at {:.0} M events/s",
+                        footprint::human(w.payload_bytes),
+                        w.packets,
+                        w.events,
+                        if secs < 1.0 {
+                            "under a second".to_string()
+                        } else {
+                            format!(
+                                "roughly {}",
+                                indicatif::HumanDuration(std::time::Duration::from_secs_f64(
+                                    secs.min(1e9)
+                                ))
+                            )
+                        },
+                        footprint::EVENTS_PER_SECOND / 1e6
+                    );
+                    if w.events > footprint::LARGE_RUN_EVENTS {
+                        eprintln!(
+                            "warning: a large run (about {:.1e} events): shorten it (`duration`, Poisson `until`, fewer iterations or sizes) or run it on a big machine",
+                            w.events
+                        );
+                    }
                     match preflight(f, runs) {
                         Ok(()) => ExitCode::SUCCESS,
                         Err(code) => code,

@@ -190,6 +190,42 @@ impl Workload {
         }
     }
 
+    /// Payload bytes it moves on `hosts` hosts (Poisson: the expected arrivals' bytes at
+    /// `host_rate_bps`; a collective: what a ring moves, 2 (n - 1) x size for an
+    /// allreduce of n ranks and (n - 1) x size otherwise, per operation).
+    pub fn expected_bytes(&self, hosts: u32, host_rate_bps: u64) -> f64 {
+        let h = hosts as f64;
+        match self {
+            Workload::Flows(list) => list.iter().map(|f| f.size as f64).sum(),
+            Workload::Permutation { size, .. } => h * *size as f64,
+            Workload::Incast { senders, size, .. } => *senders as f64 * *size as f64,
+            Workload::AllToAll { size, .. } => h * (h - 1.0) * *size as f64,
+            Workload::Stream { count, size, .. } => *count as f64 * *size as f64,
+            Workload::PingPong {
+                iterations, size, ..
+            } => 2.0 * *iterations as f64 * *size as f64,
+            Workload::Collective(c) => {
+                let n = c.ranks.map_or(h, |r| r as f64).max(2.0);
+                let per = match c.op {
+                    crate::collective::CollectiveOp::Allreduce => 2.0 * (n - 1.0),
+                    _ => n - 1.0,
+                };
+                let ops = (c.iters + c.warmup_iters) as f64;
+                c.sizes.iter().map(|&s| per * s as f64 * ops).sum()
+            }
+            Workload::Poisson {
+                load,
+                start,
+                until,
+                src_hosts,
+                ..
+            } => {
+                load * host_rate_bps as f64 / 8.0 * until.0.saturating_sub(start.0) as f64 / 1e12
+                    * src_hosts.len() as f64
+            }
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Workload::Flows(_) => "flows",

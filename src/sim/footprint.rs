@@ -83,6 +83,48 @@ fn ring_transfers(c: &Collective, n: f64, size: u64) -> f64 {
     steps * n * c.channels as f64 * loops
 }
 
+/// What a run will do, roughly: payload bytes, packets (data, and under RC the ACKs)
+/// and events (two per packet per link: its transmission ending and its arrival, the
+/// engine's cost per packet-hop).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub payload_bytes: f64,
+    pub packets: f64,
+    pub events: f64,
+}
+
+/// Events per second a 2-core machine of the kind CI uses runs (`benches/`, the
+/// README's Performance section: 6-10 M on small fabrics, less on large ones), to turn
+/// events into a wall-time guess.
+pub const EVENTS_PER_SECOND: f64 = 5e6;
+
+/// Events above which `validate` warns that a run will be long.
+pub const LARGE_RUN_EVENTS: f64 = 3e9;
+
+/// The work estimate for `sc`: every packet crosses two links within a leaf, four across
+/// the spines (the larger, when there are spines).
+pub fn work(sc: &Scenario) -> Work {
+    let hosts = sc.topology.hosts();
+    let rate = sc.topology.host_link.rate.0;
+    let bytes: f64 = sc
+        .workload
+        .iter()
+        .map(|w| w.expected_bytes(hosts, rate))
+        .sum();
+    let data = (bytes / sc.mtu.max(1) as f64).ceil();
+    let acks = match &sc.transport {
+        Transport::Rc(rc) => data / rc.params.ack_every.max(1) as f64,
+        Transport::Raw => 0.0,
+    };
+    let links = if sc.topology.spines > 0 { 4.0 } else { 2.0 };
+    let packets = data + acks;
+    Work {
+        payload_bytes: bytes,
+        packets,
+        events: packets * links * 2.0,
+    }
+}
+
 /// The estimate for `sc`.
 pub fn estimate(sc: &Scenario) -> Footprint {
     let hosts = sc.topology.hosts() as f64;
