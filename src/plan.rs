@@ -45,8 +45,11 @@ pub struct Candidate {
 /// What a candidate run showed.
 #[derive(Clone, Debug)]
 pub struct Evidence {
+    /// Each figure is the mean over the plan's repeats (one run without `repeats`).
     pub busbw_gbs: Option<f64>,
     pub p99_fct_us: Option<f64>,
+    /// The P99's 95% confidence half-width over the repeats (`None` with one run).
+    pub p99_ci95_us: Option<f64>,
     /// Unfinished flows make the P99 only a lower bound.
     pub p99_lower_bound: bool,
     pub goodput_gbps: f64,
@@ -60,6 +63,8 @@ pub struct Plan {
     pub targets: Targets,
     pub candidates: Vec<Candidate>,
     pub bisect: bool,
+    /// Runs per candidate (`plan.repeats`), with seeds shared across candidates.
+    pub repeats: u32,
     text: String,
     file: String,
     stem: String,
@@ -108,6 +113,7 @@ pub fn plan_str(
     let mut targets = Targets::default();
     let (mut per_spine, mut per_link) = (0.0, 0.0);
     let mut sets: Vec<Vec<(String, String)>> = Vec::new();
+    let mut repeats = 1u32;
     for (k, v) in plan {
         match k.as_str().unwrap_or("") {
             "targets" => {
@@ -171,6 +177,18 @@ pub fn plan_str(
                     }
                 }
             }
+            "repeats" => {
+                repeats = v
+                    .as_u64()
+                    .filter(|r| (1..=100).contains(r))
+                    .ok_or_else(|| {
+                        ScenarioError::at(
+                            file,
+                            "plan.repeats",
+                            "expected 1 to 100 runs per candidate",
+                        )
+                    })? as u32;
+            }
             "candidates" => {
                 let list = v.as_sequence().filter(|l| !l.is_empty()).ok_or_else(|| {
                     ScenarioError::at(
@@ -198,7 +216,7 @@ pub fn plan_str(
                 return Err(ScenarioError::at(
                     file,
                     &format!("plan.{other}"),
-                    "unknown field, expected `targets`, `cost` or `candidates`",
+                    "unknown field, expected `targets`, `cost`, `candidates` or `repeats`",
                 ))
             }
         }
@@ -232,6 +250,7 @@ pub fn plan_str(
         targets,
         candidates: Vec::new(),
         bisect: false,
+        repeats,
         text: text.to_string(),
         file: file.to_string(),
         stem: stem.to_string(),
@@ -289,13 +308,28 @@ impl Plan {
         Ok(sc)
     }
 
-    fn judge(&self, s: &Summary) -> Evidence {
-        let busbw = s.collectives.first().map(|c| c.avg_busbw_gbs);
-        let p99 = s.fct_us.as_ref().map(|f| f.p99);
-        // With unfinished flows the P99 may be only a lower bound: it cannot show that
-        // the target is met.
-        let p99_bound = s.fct_us.as_ref().is_some_and(|f| f.is_lower_bound("p99"));
-        let goodput = s.goodput_gbps.aggregate;
+    /// Judges a candidate on its runs (one per repeat): the targets apply to the means.
+    fn judge(&self, runs: &[Summary]) -> Evidence {
+        let mean = |x: Vec<f64>| (x.len() == runs.len()).then(|| crate::sweep::mean_ci95(&x));
+        let busbw = mean(
+            runs.iter()
+                .filter_map(|s| s.collectives.first().map(|c| c.avg_busbw_gbs))
+                .collect(),
+        )
+        .map(|m| m.0);
+        let p99_stat = mean(
+            runs.iter()
+                .filter_map(|s| s.fct_us.as_ref().map(|f| f.p99))
+                .collect(),
+        );
+        let p99 = p99_stat.map(|m| m.0);
+        // With unfinished flows a P99 may be only a lower bound (so is a mean over it):
+        // it cannot show that the target is met.
+        let p99_bound = runs
+            .iter()
+            .any(|s| s.fct_us.as_ref().is_some_and(|f| f.is_lower_bound("p99")));
+        let goodput =
+            mean(runs.iter().map(|s| s.goodput_gbps.aggregate).collect()).map_or(f64::NAN, |m| m.0);
         let mut failed = Vec::new();
         if let Some(min) = self.targets.busbw_min_gbs {
             if !busbw.is_some_and(|b| b >= min) {
@@ -317,20 +351,29 @@ impl Plan {
         Evidence {
             busbw_gbs: busbw,
             p99_fct_us: p99,
+            p99_ci95_us: p99_stat.and_then(|m| m.1),
             p99_lower_bound: p99_bound,
             goodput_gbps: goodput,
-            pass: failed.is_empty() && !s.stalled,
+            pass: failed.is_empty() && !runs.iter().any(|s| s.stalled),
             failed,
         }
     }
 
-    /// Runs candidate `i`.
+    /// Runs candidate `i`, once per repeat: repeat r with one seed shared by every
+    /// candidate (the scenario's own for r = 0), so candidates are compared on the same
+    /// draws.
     pub fn evaluate(&self, i: usize) -> Evidence {
         let sc = self
             .scenario(&self.candidates[i])
             .expect("every candidate was checked when the plan was read");
-        let out = crate::sim::run(&sc);
-        self.judge(&summarize(&sc, &out))
+        let runs: Vec<Summary> = (0..self.repeats)
+            .map(|r| {
+                let mut s = sc.clone();
+                s.seed = crate::compare::repeat_seed(&sc, r);
+                summarize(&s, &crate::sim::run(&s))
+            })
+            .collect();
+        self.judge(&runs)
     }
 
     /// Finds the cheapest candidate that meets every target. Returns it (if any) and the
@@ -444,6 +487,13 @@ impl Plan {
                 .goodput_min_gbps
                 .map_or(String::new(), |x| format!(" goodput >= {x} Gb/s")),
         );
+        if self.repeats > 1 {
+            let _ = writeln!(
+                o,
+                "repeats  {} runs per candidate, one seed per repeat shared by every candidate; figures and targets on the means (P99 +- 95% half-width)",
+                self.repeats
+            );
+        }
         let _ = writeln!(
             o,
             "  {:<4} {:<36} {:>6} {:>6} {:>12} {:>11} {:>12} {:>13}  verdict",
@@ -463,6 +513,9 @@ impl Plan {
                     f(e.busbw_gbs),
                     match e.p99_fct_us {
                         Some(v) if e.p99_lower_bound => format!(">={v:.2}"),
+                        Some(v) if e.p99_ci95_us.is_some() => {
+                            format!("{v:.1}+-{:.1}", e.p99_ci95_us.unwrap_or(0.0))
+                        }
                         v => f(v),
                     },
                     format!("{:.2}", e.goodput_gbps),

@@ -181,3 +181,45 @@ fn bisection_checks_its_answer_against_cheaper_candidates() {
     .expect_err("refused");
     assert!(e.to_string().contains("plan.bogus: unknown field"), "{e}");
 }
+
+/// Issue 15, item 3: `plan.repeats: N` runs every candidate N times, repeat r with one
+/// seed shared by every candidate, and judges the targets on the means. On the four-flow
+/// case the answer stays 4 spines; the evidence carries the P99's 95% half-width; the
+/// table says so. `repeats: 0` is refused.
+#[test]
+fn plan_repeats_judge_the_means_over_shared_seeds() {
+    let text = "plan:
+  targets: { goodput_min: 390Gbps }
+  repeats: 3
+  candidates:
+    - { topology.spines: 1 }
+    - { topology.spines: 2 }
+    - { topology.spines: 4 }
+    - { topology.spines: 6 }
+";
+    let p = plan_str(
+        &format!("{BASE}{text}"),
+        "p.yaml",
+        "p",
+        &Overrides::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.repeats, 3);
+    let (choice, ev) = p.decide();
+    assert_eq!(choice.map(|i| p.candidates[i].spines), Some(4));
+    let e = ev[choice.unwrap()].as_ref().unwrap();
+    assert!(e.pass && e.p99_ci95_us.is_some(), "{e:?}");
+    assert!(p.report(choice, &ev).contains("3 runs per candidate"));
+    let Err(e) = plan_str(
+        &format!("{BASE}{}", text.replace("repeats: 3", "repeats: 0")),
+        "p.yaml",
+        "p",
+        &Overrides::default(),
+    ) else {
+        panic!("repeats 0 accepted");
+    };
+    assert!(
+        e.to_string().contains("plan.repeats: expected 1 to 100"),
+        "{e}"
+    );
+}
