@@ -78,28 +78,17 @@ pub fn plan_str(
     stem: &str,
     overrides: &Overrides,
 ) -> Result<Plan, ScenarioError> {
-    let base = parse_str(text, file, stem, overrides)?;
-    if !base.compare.is_empty() {
-        return Err(ScenarioError::at(
-            file,
-            "compare",
-            "a plan runs the scenario once per candidate and does not expand `compare:` sets; give the sets' fields as candidates instead, or remove `compare:`",
-        ));
-    }
-    let mut tree: serde_yaml::Value =
-        crate::scenario::check_nesting(text, file).and_then(|()| {
-            serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
-        })?;
     // `--set plan.targets.p99_fct_max=800us` reaches the plan as any other field: the
-    // plan is read from the tree with the overrides applied (the scenario already took
-    // them; an unknown `plan.` field is then refused below, not ignored).
-    for a in overrides
-        .set
-        .iter()
-        .filter(|a| a.trim_start().starts_with("plan"))
-    {
-        crate::scenario::apply_set(&mut tree, a).map_err(|m| ScenarioError::at("--set", a, m))?;
-    }
+    // plan is read from the tree with the overrides applied (an unknown `plan.` field is
+    // then refused below, not ignored).
+    let (base, tree) = crate::scenario::runner_input(
+        text,
+        file,
+        stem,
+        overrides,
+        "a plan runs the scenario once per candidate",
+        "give the sets' fields as candidates instead, or remove `compare:`",
+    )?;
     let plan = tree
         .get("plan")
         .and_then(|p| p.as_mapping())

@@ -34,7 +34,7 @@
 use crate::metrics::{r4, summarize};
 use crate::outdir::write_atomic;
 use crate::rng::{stream_seed, Stream};
-use crate::scenario::{apply_set, parse_str, set_value, Overrides, Scenario, ScenarioError};
+use crate::scenario::{parse_str, set_value, Overrides, Scenario, ScenarioError};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -116,22 +116,14 @@ pub fn plan_str(
     overrides: &Overrides,
 ) -> Result<SweepPlan, ScenarioError> {
     // The base scenario must be valid on its own.
-    let base = parse_str(text, file, stem, overrides)?;
-    if !base.compare.is_empty() {
-        // A point is one run: its sets would be dropped without a word.
-        return Err(ScenarioError::at(
-            file,
-            "compare",
-            "a sweep runs the scenario once per point and does not expand `compare:` sets; sweep the sets' fields as points instead (for example `points: [ { transport.rc.timeout: 14 }, { transport.rc.timeout: 18 } ]`), or run the sets with `doorbell run` and `repeats:`",
-        ));
-    }
-    let mut tree: serde_yaml::Value =
-        crate::scenario::check_nesting(text, file).and_then(|()| {
-            serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
-        })?;
-    for s in &overrides.set {
-        apply_set(&mut tree, s).map_err(|m| ScenarioError::at("--set", s, m))?;
-    }
+    let (base, tree) = crate::scenario::runner_input(
+        text,
+        file,
+        stem,
+        overrides,
+        "a sweep runs the scenario once per point",
+        "sweep the sets' fields as points instead (for example `points: [ { transport.rc.timeout: 14 }, { transport.rc.timeout: 18 } ]`), or run the sets with `doorbell run` and `repeats:`",
+    )?;
     let sweep = tree
         .get("sweep")
         .cloned()

@@ -435,6 +435,35 @@ pub fn parse_str(
     Ok(sc)
 }
 
+/// What `sweep` and `plan` start from: the scenario as given (checked on its own) and
+/// its YAML tree with every `--set` applied, for their own sections. A runner makes one
+/// run per point or candidate, so a scenario with `compare:` sets is refused (`runs`:
+/// what it runs once per, `instead`: what to do), not its sets silently dropped.
+pub fn runner_input(
+    text: &str,
+    file: &str,
+    stem: &str,
+    overrides: &Overrides,
+    runs: &str,
+    instead: &str,
+) -> Result<(Scenario, serde_yaml::Value), ScenarioError> {
+    let base = parse_str(text, file, stem, overrides)?;
+    if !base.compare.is_empty() {
+        return Err(ScenarioError::at(
+            file,
+            "compare",
+            format!("{runs} and does not expand `compare:` sets; {instead}"),
+        ));
+    }
+    let mut tree: serde_yaml::Value = check_nesting(text, file).and_then(|()| {
+        serde_yaml::from_str(text).map_err(|e| ScenarioError::at(file, "", e.to_string()))
+    })?;
+    for s in &overrides.set {
+        apply_set(&mut tree, s).map_err(|m| ScenarioError::at("--set", s, m))?;
+    }
+    Ok((base, tree))
+}
+
 /// Sets `a.b[2].c=value` (or `a.b.2.c=value`) in a YAML tree. The value is parsed as YAML,
 /// so numbers stay numbers and `{ fixed: 4KB }` is a map.
 pub fn apply_set(tree: &mut serde_yaml::Value, assignment: &str) -> Result<(), String> {

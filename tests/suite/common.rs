@@ -91,3 +91,21 @@ pub fn finishes_us(out: &RunOutput) -> Vec<f64> {
     f.sort_by(f64::total_cmp);
     f
 }
+
+/// The published 16:1 incast's senders (hosts 16, 23, ..., 121, on the other seven
+/// leaves of the 128-host reference fabric), 1 MB each to host 0, as flow items.
+pub fn incast_16_to_1_of_1mb() -> String {
+    (0..16)
+        .map(|i| format!("{{ src: {}, dst: 0, size: 1MB }}", 16 + i * 7))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Asserts that `measured` is within `tolerance` (a fraction) of the reference
+/// simulator's `reference`, naming the figure.
+pub fn assert_near_reference(what: &str, measured: f64, reference: f64, tolerance: f64) {
+    assert!(
+        (measured / reference - 1.0).abs() < tolerance,
+        "{what} {measured:.0} us vs ns-3 {reference:.0}"
+    );
+}

@@ -1,7 +1,9 @@
 //! DCQCN in the fabric: convergence, fairness, where it holds the queue, CNP pacing, and
 //! the incasts the reference simulator (HPCC's ns-3, `rdma-hw.cc`) publishes figures for.
 
-use crate::common::{finishes_us, flows_to_host0, reference_fabric};
+use crate::common::{
+    assert_near_reference, finishes_us, flows_to_host0, incast_16_to_1_of_1mb, reference_fabric,
+};
 use doorbell::scenario::{parse_str, Overrides, Scenario};
 
 /// DCQCN with HPCC's ns-3 settings, as a `cc:` map.
@@ -125,12 +127,9 @@ fn cnps_never_exceed_one_per_flow_per_interval() {
 /// within 30% (its measured gap, 24%, with room for the seed spread).
 #[test]
 fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
-    let flows: Vec<String> = (0..16)
-        .map(|i| format!("{{ src: {}, dst: 0, size: 1MB }}", 16 + i * 7))
-        .collect();
     let mut sums = [0.0f64; 3];
     for seed in 1..=5u64 {
-        let mut sc = reference_fabric(8, 16, 16, HPCC_PRESET, &flows.join(", "));
+        let mut sc = reference_fabric(8, 16, 16, HPCC_PRESET, &incast_16_to_1_of_1mb());
         sc.seed = seed;
         let f = finishes_us(&run(&sc));
         for (sum, x) in sums.iter_mut().zip([f[0], f[8], f[15]]) {
@@ -138,18 +137,9 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
         }
     }
     let [first, median, last] = sums;
-    assert!(
-        (first / 1257.0 - 1.0).abs() < 0.30,
-        "first {first:.0} us vs ns-3 1,257"
-    );
-    assert!(
-        (median / 1452.0 - 1.0).abs() < 0.10,
-        "median {median:.0} us vs ns-3 1,452"
-    );
-    assert!(
-        (last / 1723.0 - 1.0).abs() < 0.10,
-        "last {last:.0} us vs ns-3 1,723"
-    );
+    assert_near_reference("first", first, 1257.0, 0.30);
+    assert_near_reference("median", median, 1452.0, 0.10);
+    assert_near_reference("last", last, 1723.0, 0.10);
 }
 
 /// The bottleneck's busy share on an N:1 incast of 20 MB flows on the reference fabric

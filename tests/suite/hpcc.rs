@@ -1,7 +1,10 @@
 //! HPCC in the fabric: telemetry on the wire, the incasts HPCC's ns-3 publishes figures
 //! for, and the near-empty queue at high utilisation the paper claims.
 
-use crate::common::{finishes_us, flows_to_host0, reference_fabric, rejected as refused, scenario};
+use crate::common::{
+    assert_near_reference, finishes_us, flows_to_host0, incast_16_to_1_of_1mb, reference_fabric,
+    rejected as refused, scenario,
+};
 use doorbell::sim::run;
 
 const HPCC: &str = "{ algorithm: hpcc }";
@@ -40,24 +43,11 @@ workload:
 /// race, within 20%.
 #[test]
 fn a_16_to_1_incast_of_1_mb_finishes_as_hpccs_reference_does() {
-    let flows: Vec<String> = (0..16)
-        .map(|i| format!("{{ src: {}, dst: 0, size: 1MB }}", 16 + i * 7))
-        .collect();
-    let out = run(&reference_fabric(8, 16, 16, HPCC, &flows.join(", ")));
+    let out = run(&reference_fabric(8, 16, 16, HPCC, &incast_16_to_1_of_1mb()));
     let f = finishes_us(&out);
-    let (first, median, last) = (f[0], f[8], f[15]);
-    assert!(
-        (first / 792.0 - 1.0).abs() < 0.20,
-        "first {first:.0} us vs ns-3 792"
-    );
-    assert!(
-        (median / 1383.0 - 1.0).abs() < 0.10,
-        "median {median:.0} us vs ns-3 1,383"
-    );
-    assert!(
-        (last / 1503.0 - 1.0).abs() < 0.10,
-        "last {last:.0} us vs ns-3 1,503"
-    );
+    assert_near_reference("first", f[0], 792.0, 0.20);
+    assert_near_reference("median", f[8], 1383.0, 0.10);
+    assert_near_reference("last", f[15], 1503.0, 0.10);
     assert_eq!(out.cc.cnps_sent, 0, "HPCC needs no CNP");
 }
 
