@@ -68,6 +68,10 @@ pub enum Event {
     Irq { nic: u32 },
     /// Collective run `run` begins its first iteration.
     CollStart { run: u32 },
+    /// Collective run `run`'s launched iteration starts moving data.
+    CollWake { run: u32 },
+    /// Transfer `xfer` of collective run `run` arrived over the intra-host fabric.
+    CollArrive { run: u32, xfer: u32 },
     /// Transfer `xfer` of collective run `run` has landed (and been reduced).
     CollDone { run: u32, xfer: u32 },
 }

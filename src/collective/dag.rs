@@ -98,16 +98,21 @@ impl Builder {
     }
 }
 
-/// Builds the allreduce graph. `groups` lists each group's ranks, leader first;
-/// `elems[c]` is channel c's element count; pieces move `elem_bytes` per element.
+/// Builds the allreduce graph. `groups` lists each group's ranks, leader first; each
+/// channel rotates them (`channel_groups`: NCCL binds each channel to other GPUs and
+/// NICs); `elems[c]` is channel c's element count; pieces move `elem_bytes` per element.
 pub fn build(
     kind: TwoLevel,
     groups: &[Vec<u32>],
     elems: &[u64],
     chunk_elems: u64,
     elem_bytes: u64,
+    ranks: &[RankLoc],
 ) -> Dag {
     let g_count = groups.len();
+    let by_channel: Vec<Vec<Vec<u32>>> = (0..elems.len() as u32)
+        .map(|c| channel_groups(groups, ranks, c))
+        .collect();
     let pieces: u64 = match kind {
         _ if g_count == 1 => 1,
         TwoLevel::DoubleTree => 2,
@@ -116,6 +121,7 @@ pub fn build(
     let mut b = Builder::default();
     let max_chunks = chunks_max(elems, chunk_elems);
     for (c, &e) in elems.iter().enumerate() {
+        let groups = &by_channel[c];
         let c = c as u32;
         let chunks = e.div_ceil(chunk_elems).max(1);
         for j in 0..chunks {
@@ -289,6 +295,32 @@ pub fn build(
     )
 }
 
+/// Channel `c`'s groups: each server's run of ranks inside a group rotated by `c`, so
+/// that each channel's leader, and the NIC it crosses the fabric by, is another GPU (as
+/// NCCL binds each tree channel to another GPU and NIC, `src/graph/connect.cc`).
+pub fn channel_groups(groups: &[Vec<u32>], ranks: &[RankLoc], c: u32) -> Vec<Vec<u32>> {
+    groups
+        .iter()
+        .map(|m| {
+            let mut out = Vec::with_capacity(m.len());
+            let mut i = 0;
+            while i < m.len() {
+                let server = ranks[m[i] as usize].server;
+                let mut j = i + 1;
+                while j < m.len() && ranks[m[j] as usize].server == server {
+                    j += 1;
+                }
+                let run = &m[i..j];
+                let k = c as usize % run.len();
+                out.extend_from_slice(&run[k..]);
+                out.extend_from_slice(&run[..k]);
+                i = j;
+            }
+            out
+        })
+        .collect()
+}
+
 /// Groups for `kind`: hosts (tree) or leaves (hierarchical), each sorted so that a host's
 /// ranks are adjacent (its hops go over the intra-host fabric), leader first.
 pub fn groups(kind: TwoLevel, ranks: &[RankLoc], leaf_of: &impl Fn(u32) -> u32) -> Vec<Vec<u32>> {
@@ -320,30 +352,35 @@ const UPLOAD_WINDOW: usize = 4;
 /// (chunk j to spine j mod spines); the spine adds the leaves' and sends the result back
 /// to each leaf, which sends it to each host's leader, and a chain copies it to the
 /// host's other GPUs. Endpoint ids: ranks `0..n`, switch `sw` is `n + sw` (leaves first,
-/// then spines). `hosts` are the ranks by host (leader first) and `host_leaf` each
-/// host's leaf.
+/// then spines). `hosts` are the ranks by host (leader first) and `rank_leaf` each
+/// rank's leaf (its NIC's). Each channel rotates every host's chain
+/// (`channel_groups`), so its leader, and the rail and leaf it streams to, change
+/// with the channel (NCCL's CollNet runs one SHARP tree per NIC).
 #[allow(clippy::too_many_arguments)]
 pub fn build_in_network(
     n: u32,
     hosts: &[Vec<u32>],
-    host_leaf: &[u32],
+    rank_leaf: &[u32],
     leaves: u32,
     spines: u32,
     elems: &[u64],
     chunk_elems: u64,
     elem_bytes: u64,
+    ranks: &[RankLoc],
 ) -> Dag {
     let mut b = Builder::default();
     let max_chunks = chunks_max(elems, chunk_elems);
-    // The leaves in use, in order.
-    let mut used_leaves: Vec<u32> = host_leaf.to_vec();
-    used_leaves.sort_unstable();
-    used_leaves.dedup();
     // A host's leader streams its chunks to the leaf with at most `UPLOAD_WINDOW` of
     // them unconsumed per channel, so that chunks pipeline through the switches.
     let mut last_up: Vec<std::collections::VecDeque<u32>> =
         vec![std::collections::VecDeque::new(); hosts.len() * elems.len()];
     for (c, &e) in elems.iter().enumerate() {
+        let hosts = channel_groups(hosts, ranks, c as u32);
+        let host_leaf: Vec<u32> = hosts.iter().map(|m| rank_leaf[m[0] as usize]).collect();
+        // The leaves in use, in order.
+        let mut used_leaves: Vec<u32> = host_leaf.clone();
+        used_leaves.sort_unstable();
+        used_leaves.dedup();
         let c = c as u32;
         let chunks = e.div_ceil(chunk_elems).max(1);
         for j in 0..chunks {

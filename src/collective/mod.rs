@@ -14,30 +14,41 @@
 //! - broadcast: the buffer in `chunk`-sized pieces pipelined down the ring from the root;
 //! - alltoall: every rank sends its `1/n` of the buffer to every other rank at once.
 //!
-//! Sends are posted in program order as soon as they are ready (NCCL's eight buffer
-//! slots per connection are not a limit here). An iteration ends when the last rank has
-//! its last piece; the next starts then (a barrier, where nccl-tests only waits per
-//! rank). Ranks on one host exchange over the intra-host fabric (NVLink-like: `latency`
+//! Sends are posted in program order as soon as they are ready and the receiver has one
+//! of its `NCCL_STEPS` buffer slots free. An iteration ends when the last rank has its
+//! last piece; the next is launched then (a barrier, where nccl-tests only waits per
+//! rank): its kernel starts once the CPU has enqueued it and after NCCL's launch
+//! latency (`protocol`). Each size runs with the algorithm and protocol given, or NCCL's
+//! tuner's choice (`tuner`). Ranks on one host exchange over the intra-host fabric (NVLink-like: `latency`
 //! plus bytes at `rate`, one transfer at a time per sending GPU); others over the fabric,
 //! as RC messages through the host and NIC model when there is one.
 //!
 //! Correctness is tracked, not assumed: every buffer piece on every rank carries the
 //! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece
-//! that does not hold exactly what the collective promises counts in `#wrong`.
+//! that does not hold exactly what the collective promises counts in `#wrong`. Rings
+//! with more than `TRACKED_SLOTS` pieces per channel track an even sample of them.
 //!
 //! Tree, hierarchical and in-network allreduce run as per-iteration dependency graphs
-//! (`dag`). Leaves out: NCCL's LL and LL128 protocols, its own choice of algorithm and
-//! channel count by size, and buffer-slot flow control between ring steps.
+//! (`dag`); each channel's groups are rotated so that channels lead through other GPUs
+//! and NICs. Leaves out: NVLS and CollNet as NCCL runs them, NCCL's per-size reduction of
+//! channels and threads, and slot flow control inside the graphs.
 
 pub mod dag;
+pub mod protocol;
 pub mod spec;
 mod summary;
+pub mod tuner;
 
-pub use summary::{collective_csv, nccl_table, summarize, CollectiveSummary, Row};
+pub use summary::{algorithm_name, collective_csv, nccl_table, summarize, CollectiveSummary, Row};
 
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
 use dag::{Dag, TwoLevel};
+pub use protocol::Protocol;
 pub use spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
+
+/// Ring slots per channel whose contents each rank tracks (every slot when there are no
+/// more; else an even sample), so that `#wrong` costs memory linear in the ranks.
+pub const TRACKED_SLOTS: u32 = 64;
 
 /// Bytes per element (nccl-tests' default `float`).
 pub const ELEMENT_BYTES: u64 = 4;
@@ -45,10 +56,10 @@ pub const ELEMENT_BYTES: u64 = 4;
 /// Defaults of the collective model, with their sources.
 pub mod defaults {
     use crate::units::{BitsPerSec, SimDuration};
-    /// NVLink 4 (H100): 18 links x 25 GB/s per direction = 450 GB/s per GPU.
-    pub const INTRA_HOST_RATE: BitsPerSec = BitsPerSec(3_600_000_000_000);
-    /// Assumption: a GPU-to-GPU copy's start-up over NVLink, about 1 us.
-    pub const INTRA_HOST_LATENCY: SimDuration = SimDuration(1_000_000);
+    /// NVLink 4 (H100) as NCCL counts it: 18 links x `SM90_NVLINK_BW` 20.6 GB/s =
+    /// 370.8 GB/s per GPU and direction (`src/graph/topo.h`; the line rate is 25 GB/s
+    /// per link, and NVIDIA quotes about 370 GB/s for NCCL's copies, nccl-tests #212).
+    pub const INTRA_HOST_RATE: BitsPerSec = BitsPerSec(2_966_400_000_000);
     /// Assumption: a reduction reads two buffers and writes one: HBM3's 3.35 TB/s / 3.
     pub const REDUCE_RATE: BitsPerSec = BitsPerSec(8_000_000_000_000);
     /// NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8.
@@ -56,11 +67,17 @@ pub mod defaults {
     /// Assumption: in-network aggregation streams in small fragments (a switch cannot
     /// hold large chunks per stream): 64 KiB.
     pub const IN_NETWORK_CHUNK: u64 = 64 * 1024;
+    /// Channels without a host model (one NIC per server): NCCL's two rings per NIC.
     pub const CHANNELS: u32 = 2;
     /// Assumption: a SHARP-class switch aggregates at its port rate (400 Gb/s, Quantum-2
     /// NDR) after about 1 us of aggregation-engine latency.
     pub const SWITCH_REDUCE_RATE: BitsPerSec = BitsPerSec(400_000_000_000);
     pub const SWITCH_REDUCE_LATENCY: SimDuration = SimDuration(1_000_000);
+    /// The CPU time to enqueue one collective (NCCL's enqueue and the kernel launch,
+    /// without CUDA graphs). Calibrated: nccl-tests on one 8 x H100 server (NCCL 2.26)
+    /// takes about 35 us for an 8-byte allreduce where the GPU's share (NCCL's ring LL
+    /// latency, 6.6 + 14 x 0.6 us) is 15 us; 4 x 8 H100 also take about 35 us.
+    pub const LAUNCH_OVERHEAD: SimDuration = SimDuration(35_000_000);
     /// nccl-tests' `-n` and `-w` defaults.
     pub const ITERS: u32 = 20;
     pub const WARMUP_ITERS: u32 = 5;
@@ -82,12 +99,19 @@ pub struct Collective {
     pub root: u32,
     pub start: SimDuration,
     pub intra_rate: BitsPerSec,
-    pub intra_latency: SimDuration,
+    /// The latency of one NVLink step; default the protocol's (`protocol`).
+    pub intra_latency: Option<SimDuration>,
+    /// NCCL's protocol; `None` lets the tuner choose per size.
+    pub protocol: Option<Protocol>,
+    /// The CPU time to enqueue one operation: back-to-back operations go no faster.
+    pub launch_overhead: SimDuration,
     pub reduce_rate: BitsPerSec,
     /// Cross-host transfers leave through the sending host's NIC on the receiver's rail.
     pub pxn: bool,
     /// `chunk` was given (else it follows the algorithm's default).
     pub chunk_given: bool,
+    /// `channels` was given (else two per NIC of a server).
+    pub channels_given: bool,
     /// In-network: a switch adds a chunk into its aggregate after this latency, at this
     /// rate.
     pub switch_reduce_latency: SimDuration,
@@ -129,6 +153,48 @@ pub fn busbw_factor(op: CollectiveOp, n: u32) -> f64 {
         }
         CollectiveOp::Broadcast => 1.0,
     }
+}
+
+/// Per size: the algorithm and protocol the run uses, as given or as NCCL's tuner
+/// chooses under `auto`.
+pub fn choices(
+    c: &Collective,
+    ranks: &[RankLoc],
+    net_gbps: f64,
+) -> Vec<(CollectiveAlgorithm, Protocol)> {
+    let mut servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let input = tuner::TunerInput {
+        op: c.op,
+        ranks: ranks.len() as u32,
+        nodes: servers.len() as u32,
+        channels: c.channels,
+        intra_gbps: c.intra_rate.0 as f64 / 8e9,
+        net_gbps,
+    };
+    let algorithms: &[CollectiveAlgorithm] = match c.algorithm {
+        CollectiveAlgorithm::Auto if c.op == CollectiveOp::Allreduce => {
+            &[CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree]
+        }
+        CollectiveAlgorithm::Auto => &[CollectiveAlgorithm::Ring],
+        ref a => std::slice::from_ref(a),
+    };
+    let protocols: &[Protocol] = match &c.protocol {
+        None => &Protocol::ALL,
+        Some(p) => std::slice::from_ref(p),
+    };
+    c.sizes
+        .iter()
+        .map(|&size| {
+            tuner::choose(&input, algorithms, protocols, size)
+                // Hierarchical and in-network are not NCCL's: they run as given.
+                .unwrap_or((
+                    algorithms[0],
+                    protocols.last().copied().unwrap_or(Protocol::Simple),
+                ))
+        })
+        .collect()
 }
 
 /// Where a rank runs.
@@ -262,11 +328,13 @@ pub struct Send {
     pub src: u32,
     pub dst: u32,
     pub channel: u32,
+    /// Bytes on the wire (the data in the protocol's framing).
     pub bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Xfer {
+    src: u32,
     dst: u32,
     channel: u32,
     slot: u32,
@@ -284,7 +352,7 @@ struct Progress {
     recv_done: u32,
 }
 
-/// In-network: ranks by host, each host's leaf, and the fabric's leaves and spines.
+/// In-network: ranks by host, each rank's leaf, and the fabric's leaves and spines.
 type InNetworkShape = (Vec<Vec<u32>>, Vec<u32>, u32, u32);
 
 /// One size's measured iterations.
@@ -295,6 +363,9 @@ pub struct SizeResult {
     pub times_ps: Vec<u64>,
     /// Buffer pieces holding the wrong data, summed over timed iterations.
     pub wrong: u64,
+    /// What the size ran with.
+    pub algorithm: CollectiveAlgorithm,
+    pub protocol: Protocol,
 }
 
 /// What a collective item produced.
@@ -350,17 +421,31 @@ pub struct CollectiveRun {
     /// What each graph transfer carried (the sender's piece when it was sent).
     snap: Vec<(u32, u64)>,
     /// Per receiving endpoint: when its reduction engine is free; per (endpoint,
-    /// channel): when its last transfer was done.
+    /// channel): each sender's last transfer and when it was done (a connection).
     reducer_free: Vec<SimTime>,
-    in_order: Vec<SimTime>,
+    in_order: Vec<Vec<(u32, SimTime)>>,
+    /// Distinct servers the ranks are on.
+    nodes: u32,
+    /// When the CPU has enqueued the operations so far (nccl-tests enqueues them back
+    /// to back and waits for the GPU after the warm-up and after each size).
+    cpu_ready: SimTime,
+    /// The current size's algorithm and protocol (`choices[size]`).
+    algo: CollectiveAlgorithm,
+    proto: Protocol,
+    /// When the launched iteration's kernel starts moving data (the glue wakes the run
+    /// then: `take_wake`, `on_wake`).
+    wake: Option<SimTime>,
 }
 
 #[derive(Clone, Debug, Default)]
 struct Layout {
     /// Per channel: element counts per loop.
     loops: Vec<Vec<u64>>,
-    /// Slots per channel (loops x pieces).
-    slots_per_channel: u32,
+    /// The slots (per channel: loops x pieces) whose contents are tracked: every
+    /// `stride`-th, `tracked` per channel (at most `TRACKED_SLOTS`, so that large rings
+    /// keep a bounded record per rank).
+    stride: u32,
+    tracked: u32,
     /// Sends per rank and channel, receives likewise.
     sends: Vec<u32>,
     recvs: Vec<u32>,
@@ -369,6 +454,9 @@ struct Layout {
 impl CollectiveRun {
     /// `leaf_of` gives a topology host port's leaf (the hierarchical and in-network
     /// algorithms' groups); `leaves` and `spines` size the fabric's switches.
+    /// `net_gbps` is a server's NIC bandwidth in GB/s (what NCCL's tuner sees of the
+    /// network).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: &Collective,
         workload: u16,
@@ -376,22 +464,28 @@ impl CollectiveRun {
         leaf_of: impl Fn(u32) -> u32,
         leaves: u32,
         spines: u32,
+        net_gbps: f64,
     ) -> CollectiveRun {
         let n = ranks.len() as u32;
+        let choices = choices(cfg, &ranks, net_gbps);
+        let mut ranks_servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+        ranks_servers.sort_unstable();
         let kind = match cfg.algorithm {
             CollectiveAlgorithm::Tree => Some(TwoLevel::DoubleTree),
+            CollectiveAlgorithm::Auto
+                if choices.iter().any(|c| c.0 == CollectiveAlgorithm::Tree) =>
+            {
+                Some(TwoLevel::DoubleTree)
+            }
             CollectiveAlgorithm::Hierarchical => Some(TwoLevel::LeaderRing),
             _ => None,
         };
         let two_level = kind.map(|k| (k, dag::groups(k, &ranks, &leaf_of)));
         let in_network = (cfg.algorithm == CollectiveAlgorithm::InNetwork).then(|| {
-            // Ranks by host (the CollNet chain's groups), and each host's leaf.
+            // Ranks by host (the CollNet chain's groups), and each rank's leaf.
             let groups = dag::groups(TwoLevel::DoubleTree, &ranks, &leaf_of);
-            let group_leaf = groups
-                .iter()
-                .map(|g| leaf_of(ranks[g[0] as usize].port))
-                .collect();
-            (groups, group_leaf, leaves, spines)
+            let rank_leaf = ranks.iter().map(|r| leaf_of(r.port)).collect();
+            (groups, rank_leaf, leaves, spines)
         });
         let rings: Vec<Vec<u32>> = (0..cfg.channels).map(|c| ring_order(&ranks, c)).collect();
         let positions = rings
@@ -422,10 +516,13 @@ impl CollectiveRun {
             rows: cfg
                 .sizes
                 .iter()
-                .map(|&size| SizeResult {
+                .zip(&choices)
+                .map(|(&size, &(algorithm, protocol))| SizeResult {
                     size,
                     times_ps: Vec::new(),
                     wrong: 0,
+                    algorithm,
+                    protocol,
                 })
                 .collect(),
             done: false,
@@ -436,6 +533,80 @@ impl CollectiveRun {
             snap: Vec::new(),
             reducer_free: Vec::new(),
             in_order: Vec::new(),
+            nodes: {
+                let mut s: Vec<u32> = ranks_servers.clone();
+                s.dedup();
+                s.len() as u32
+            },
+            cpu_ready: SimTime::ZERO,
+            algo: choices[0].0,
+            proto: choices[0].1,
+            wake: None,
+        }
+    }
+
+    /// The most data bytes one transfer moves: `chunk` when given (and in-network's
+    /// default), else the protocol's buffer step.
+    fn chunk_bytes(&self) -> u64 {
+        if self.cfg.chunk_given || self.algo == CollectiveAlgorithm::InNetwork {
+            self.cfg.chunk
+        } else {
+            protocol::chunk_bytes(
+                self.algo,
+                self.proto,
+                self.cfg.sizes[self.size_index],
+                self.cfg.channels,
+                self.nodes,
+                self.n / self.nodes.max(1),
+            )
+        }
+    }
+
+    /// How fast one channel moves bytes over NVLink with the current protocol.
+    pub fn channel_rate(&self) -> BitsPerSec {
+        protocol::channel_copy_rate(self.proto)
+    }
+
+    /// The time the run wants to be woken at (`on_wake`), once.
+    pub fn take_wake(&mut self) -> Option<SimTime> {
+        self.wake.take()
+    }
+
+    /// The previous iteration ended at `now`: the next one's kernel starts once the CPU
+    /// has enqueued it (`launch_overhead` after the previous one) and the GPU is free,
+    /// and moves data after NCCL's launch latency. nccl-tests waits for the GPU after
+    /// the warm-up iterations and between sizes, so the CPU starts afresh then.
+    fn launch(&mut self, now: SimTime) {
+        let row = &self.rows[self.size_index];
+        (self.algo, self.proto) = (row.algorithm, row.protocol);
+        self.iter_start = now;
+        if self.iteration == 0 || self.iteration == self.cfg.warmup_iters {
+            self.cpu_ready = self.cpu_ready.max(now);
+        }
+        self.cpu_ready += self.cfg.launch_overhead;
+        let start = now.max(self.cpu_ready);
+        self.wake = Some(start + protocol::launch_latency(self.algo, self.proto));
+    }
+
+    /// The launched iteration starts moving data.
+    pub fn on_wake(&mut self, now: SimTime, out: &mut Vec<Send>) {
+        self.begin_iteration(now, out);
+    }
+
+    /// The latency of one step from rank `src` to rank `dst` after its bytes arrived:
+    /// NCCL's NVLink step latency inside a server, what a network step costs beyond the
+    /// host model across servers, nothing to or from a switch.
+    fn step_latency(&self, src: u32, dst: u32) -> SimDuration {
+        if src >= self.n || dst >= self.n {
+            return SimDuration::ZERO;
+        }
+        let a = self.algo;
+        if self.ranks[src as usize].server == self.ranks[dst as usize].server {
+            self.cfg
+                .intra_latency
+                .unwrap_or_else(|| protocol::nvlink_step_latency(a, self.proto))
+        } else {
+            protocol::net_step_extra(a, self.proto)
         }
     }
 
@@ -468,7 +639,7 @@ impl CollectiveRun {
         let elems = size.div_ceil(ELEMENT_BYTES);
         let ch = self.cfg.channels as u64;
         let n = self.n as u64;
-        let chunk_elems = (self.cfg.chunk / ELEMENT_BYTES).max(1);
+        let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
         let per_loop = match self.cfg.op {
             CollectiveOp::Broadcast => chunk_elems,
             CollectiveOp::Alltoall => u64::MAX,
@@ -521,12 +692,21 @@ impl CollectiveRun {
                 )
             }
         };
+        let stride = slots.div_ceil(TRACKED_SLOTS).max(1);
         self.layout = Layout {
             loops,
-            slots_per_channel: slots,
+            stride,
+            tracked: slots.div_ceil(stride),
             sends,
             recvs,
         };
+    }
+
+    /// Where ring slot `slot` of channel `c` is kept in a rank's record, if it is one of
+    /// the tracked slots.
+    fn cell(&self, c: u32, slot: u32) -> Option<usize> {
+        let l = &self.layout;
+        (slot % l.stride == 0).then(|| (c * l.tracked + slot / l.stride) as usize)
     }
 
     /// Elements in piece `piece` of loop `l` on channel `c` (0 past the channel's end).
@@ -548,10 +728,10 @@ impl CollectiveRun {
     }
 
     /// Starts the first iteration of the first size.
-    pub fn start(&mut self, now: SimTime, out: &mut Vec<Send>) {
+    pub fn start(&mut self, now: SimTime) {
         self.size_index = 0;
         self.iteration = 0;
-        self.begin_iteration(now, out);
+        self.launch(now);
     }
 
     fn begin_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
@@ -563,20 +743,26 @@ impl CollectiveRun {
                 let per_channel: Vec<u64> = (0..ch)
                     .map(|c| elems / ch + u64::from(c < elems % ch))
                     .collect();
-                let chunk_elems = (self.cfg.chunk / ELEMENT_BYTES).max(1);
+                let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
                 self.dag = match (&self.two_level, &self.in_network) {
-                    (Some((kind, groups)), _) => {
-                        dag::build(*kind, groups, &per_channel, chunk_elems, ELEMENT_BYTES)
-                    }
-                    (None, Some((groups, group_leaf, leaves, spines))) => dag::build_in_network(
+                    (Some((kind, groups)), _) => dag::build(
+                        *kind,
+                        groups,
+                        &per_channel,
+                        chunk_elems,
+                        ELEMENT_BYTES,
+                        &self.ranks,
+                    ),
+                    (None, Some((groups, rank_leaf, leaves, spines))) => dag::build_in_network(
                         self.n,
                         groups,
-                        group_leaf,
+                        rank_leaf,
                         *leaves,
                         (*spines).max(1),
                         &per_channel,
                         chunk_elems,
                         ELEMENT_BYTES,
+                        &self.ranks,
                     ),
                     _ => unreachable!("a graph algorithm"),
                 };
@@ -584,7 +770,6 @@ impl CollectiveRun {
             } else {
                 self.dag.reset();
             }
-            self.iter_start = now;
             let slots = (self.dag.slots_per_channel * self.cfg.channels) as usize;
             // Ranks start with their own data; switches (in-network) with nothing.
             let switches = self.in_network.as_ref().map_or(0, |x| x.2 + x.3);
@@ -603,18 +788,17 @@ impl CollectiveRun {
         if self.iteration == 0 {
             self.lay_out();
         }
-        self.iter_start = now;
         self.ranks_done = 0;
         let n = self.n as usize;
         let ch = self.cfg.channels as usize;
-        let slots = self.layout.slots_per_channel as usize;
+        let (tracked, stride) = (self.layout.tracked as usize, self.layout.stride);
         self.progress = vec![Progress::default(); n * ch];
         self.buf = (0..n as u32)
             .map(|p| {
-                let mut v = vec![(0u32, 0u64); ch * slots];
+                let mut v = vec![(0u32, 0u64); ch * tracked];
                 for (i, x) in v.iter_mut().enumerate() {
-                    let slot = (i % slots) as u32;
-                    let c = i / slots;
+                    let slot = (i % tracked) as u32 * stride;
+                    let c = i / tracked;
                     let holds_own = match self.cfg.op {
                         CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => true,
                         // Pieces are named by ring position: its own is its position's.
@@ -642,7 +826,7 @@ impl CollectiveRun {
         }
         if self.ranks_done == self.n {
             // Nothing to move (cannot happen with 2+ ranks, kept for safety).
-            self.finish_iteration(now, out);
+            self.finish_iteration(now);
         }
     }
 
@@ -705,7 +889,13 @@ impl CollectiveRun {
                     )
                 }
             };
-            if !ready {
+            // NCCL_STEPS buffer slots per connection: at most that many steps sent and
+            // not yet taken by the receiver (alltoall's peers each have their own).
+            let slot_free = self.cfg.op == CollectiveOp::Alltoall || {
+                let d = (dst * self.cfg.channels + c) as usize;
+                k < self.progress[d].recv_done + protocol::NCCL_STEPS
+            };
+            if !ready || !slot_free {
                 return;
             }
             let elems = match self.cfg.op {
@@ -713,13 +903,16 @@ impl CollectiveRun {
                 CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
                 _ => self.piece_elems(c, slot / n, slot % n),
             };
-            let slots = self.layout.slots_per_channel;
             let (count, sum) = match self.cfg.op {
                 // The sender's own data for that receiver.
                 CollectiveOp::Alltoall => (1, hash(p)),
-                _ => self.buf[p as usize][(c * slots + slot) as usize],
+                // An untracked slot carries no record.
+                _ => self
+                    .cell(c, slot)
+                    .map_or((0, 0), |i| self.buf[p as usize][i]),
             };
             let x = Xfer {
+                src: p,
                 dst,
                 channel: c,
                 slot,
@@ -744,7 +937,7 @@ impl CollectiveRun {
                 src: p,
                 dst,
                 channel: c,
-                bytes: x.bytes,
+                bytes: self.proto.wire_bytes(x.bytes),
             });
             if self.rank_finished(p) {
                 self.ranks_done += 1;
@@ -757,12 +950,18 @@ impl CollectiveRun {
         let d = self.dag.nodes[i as usize];
         let slots = self.dag.slots_per_channel;
         self.snap[i as usize] = self.buf[d.src as usize][(d.channel * slots + d.slot) as usize];
+        // Bytes to and from a switch are bare data (in-network aggregation).
+        let bytes = if d.src >= self.n || d.dst >= self.n {
+            d.bytes
+        } else {
+            self.proto.wire_bytes(d.bytes)
+        };
         out.push(Send {
             xfer: i,
             src: d.src,
             dst: d.dst,
             channel: d.channel,
-            bytes: d.bytes,
+            bytes,
         });
     }
 
@@ -787,14 +986,14 @@ impl CollectiveRun {
             }
         }
         if self.dag.done as usize == self.dag.nodes.len() {
-            self.finish_iteration(now, out);
+            self.finish_iteration(now);
         }
     }
 
     /// Whether transfers come from a per-iteration graph (tree, hierarchical,
     /// in-network) rather than the lazy ring.
     fn is_graph(&self) -> bool {
-        self.two_level.is_some() || self.in_network.is_some()
+        self.algo != CollectiveAlgorithm::Ring
     }
 
     /// The receiver's reduction of `xfer`: (time its engine is busy, latency after).
@@ -829,16 +1028,18 @@ impl CollectiveRun {
 
     /// Transfer `xfer` landed at its receiver at `arrival`: when it is done there. A GPU
     /// reduces one piece at a time; a switch aggregates each incoming stream at port
-    /// rate in parallel; every receiver takes each channel's pieces in the order they
-    /// were sent, as NCCL's ring and CollNet streams do.
+    /// rate in parallel; every receiver takes each connection's (sender's and channel's)
+    /// pieces in the order they were sent, as NCCL's FIFOs and CollNet streams do.
     pub fn landed(&mut self, xfer: u32, arrival: SimTime) -> SimTime {
-        let (dst, channel) = if self.is_graph() {
+        let (src, dst, channel) = if self.is_graph() {
             let d = &self.dag.nodes[xfer as usize];
-            (d.dst, d.channel)
+            (d.src, d.dst, d.channel)
         } else {
             let x = &self.xfers[xfer as usize];
-            (x.dst, x.channel)
+            (x.src, x.dst, x.channel)
         };
+        // The step's synchronisation comes before the receiver can use the bytes.
+        let arrival = arrival + self.step_latency(src, dst);
         // The engine is busy for the bytes at its rate; a switch's aggregation latency
         // is a pipeline delay, not occupancy.
         let (busy, latency) = self.reduce_parts(xfer);
@@ -857,10 +1058,16 @@ impl CollectiveRun {
         }
         let k = e * self.cfg.channels as usize + channel as usize;
         if self.in_order.len() <= k {
-            self.in_order.resize(k + 1, SimTime::ZERO);
+            self.in_order.resize(k + 1, Vec::new());
         }
-        done = done.max(self.in_order[k]);
-        self.in_order[k] = done;
+        let conns = &mut self.in_order[k];
+        match conns.iter_mut().find(|c| c.0 == src) {
+            Some(c) => {
+                done = done.max(c.1);
+                c.1 = done;
+            }
+            None => conns.push((src, done)),
+        }
         done
     }
 
@@ -877,13 +1084,14 @@ impl CollectiveRun {
         }
         let x = self.xfers[xfer as usize];
         self.free_xfers.push(xfer);
-        let slots = self.layout.slots_per_channel;
-        let cell = &mut self.buf[x.dst as usize][(x.channel * slots + x.slot) as usize];
-        if x.reduce {
-            cell.0 += x.count;
-            cell.1 = cell.1.wrapping_add(x.sum);
-        } else {
-            *cell = (x.count, x.sum);
+        if let Some(i) = self.cell(x.channel, x.slot) {
+            let cell = &mut self.buf[x.dst as usize][i];
+            if x.reduce {
+                cell.0 += x.count;
+                cell.1 = cell.1.wrapping_add(x.sum);
+            } else {
+                *cell = (x.count, x.sum);
+            }
         }
         let was_finished = self.rank_finished(x.dst);
         self.progress[(x.dst * self.cfg.channels + x.channel) as usize].recv_done += 1;
@@ -891,8 +1099,10 @@ impl CollectiveRun {
             self.ranks_done += 1;
         }
         self.issue(x.dst, x.channel, out);
+        // A buffer slot came free at the receiver: its sender may go on.
+        self.issue(x.src, x.channel, out);
         if self.ranks_done == self.n {
-            self.finish_iteration(now, out);
+            self.finish_iteration(now);
         }
     }
 
@@ -915,12 +1125,13 @@ impl CollectiveRun {
             }
             return wrong;
         }
-        let slots = self.layout.slots_per_channel;
+        let (tracked, stride) = (self.layout.tracked, self.layout.stride);
         let mut wrong = 0;
         for p in 0..n {
             for c in 0..self.cfg.channels {
-                for slot in 0..slots {
-                    let got = self.buf[p as usize][(c * slots + slot) as usize];
+                for t in 0..tracked {
+                    let slot = t * stride;
+                    let got = self.buf[p as usize][(c * tracked + t) as usize];
                     let q = self.positions[c as usize][p as usize];
                     let want = match self.cfg.op {
                         CollectiveOp::Allreduce => Some((n, all)),
@@ -954,7 +1165,7 @@ impl CollectiveRun {
         wrong
     }
 
-    fn finish_iteration(&mut self, now: SimTime, out: &mut Vec<Send>) {
+    fn finish_iteration(&mut self, now: SimTime) {
         let row = &mut self.rows[self.size_index];
         if self.iteration >= self.cfg.warmup_iters {
             row.times_ps.push(now.0 - self.iter_start.0);
@@ -970,7 +1181,7 @@ impl CollectiveRun {
                 return;
             }
         }
-        self.begin_iteration(now, out);
+        self.launch(now);
     }
 }
 

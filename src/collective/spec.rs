@@ -20,10 +20,23 @@ pub enum CollectiveOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveAlgorithm {
+    /// NCCL's tuner chooses ring or tree per size (`collective::tuner`).
+    Auto,
     Ring,
     Tree,
     Hierarchical,
     InNetwork,
+}
+
+/// NCCL's protocol (`workload[].collective.protocol`, as `NCCL_PROTO`): `auto` lets the
+/// tuner choose per size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolSpec {
+    Auto,
+    Simple,
+    Ll,
+    Ll128,
 }
 
 /// Which GPU each rank is (`placement`): `packed`, `striped`, `random`, or a list of

@@ -22,6 +22,9 @@ pub struct Row {
     pub p50_us: f64,
     pub p99_us: f64,
     pub iters: usize,
+    /// The algorithm and protocol this size ran with (NCCL's choice under `auto`).
+    pub algorithm: &'static str,
+    pub protocol: &'static str,
 }
 
 /// A collective item's figures, as nccl-tests computes them.
@@ -78,6 +81,8 @@ pub fn summarize(r: &CollectiveResult) -> CollectiveSummary {
                 p50_us: r2(q(0.5)),
                 p99_us: r2(q(0.99)),
                 iters: t.len(),
+                algorithm: algorithm_name(row.algorithm),
+                protocol: row.protocol.name(),
             }
         })
         .collect();
@@ -89,16 +94,22 @@ pub fn summarize(r: &CollectiveResult) -> CollectiveSummary {
     CollectiveSummary {
         workload: r.workload,
         op: op_name(r.op),
-        algorithm: match r.algorithm {
-            CollectiveAlgorithm::Ring => "ring",
-            CollectiveAlgorithm::Tree => "tree",
-            CollectiveAlgorithm::Hierarchical => "hierarchical",
-            CollectiveAlgorithm::InNetwork => "in_network",
-        },
+        algorithm: algorithm_name(r.algorithm),
         ranks: r.ranks,
         complete: r.complete,
         rows,
         avg_busbw_gbs: avg,
+    }
+}
+
+/// The scenario's name for an algorithm.
+pub fn algorithm_name(a: CollectiveAlgorithm) -> &'static str {
+    match a {
+        CollectiveAlgorithm::Auto => "auto",
+        CollectiveAlgorithm::Ring => "ring",
+        CollectiveAlgorithm::Tree => "tree",
+        CollectiveAlgorithm::Hierarchical => "hierarchical",
+        CollectiveAlgorithm::InNetwork => "in_network",
     }
 }
 
@@ -113,7 +124,7 @@ pub fn nccl_table(s: &CollectiveSummary) -> String {
         s.op, s.algorithm, s.ranks
     );
     let _ = writeln!(o, "#                                                              out-of-place                       in-place          ");
-    let _ = writeln!(o, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong   p50(us)   p99(us)");
+    let _ = writeln!(o, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong   p50(us)   p99(us)  algorithm protocol");
     let _ = writeln!(o, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)");
     for r in &s.rows {
         let time = if r.time_us < 10_000.0 {
@@ -127,8 +138,8 @@ pub fn nccl_table(s: &CollectiveSummary) -> String {
         );
         let _ = writeln!(
             o,
-            "{:12}  {:12}  {:>8}  {:>6}  {:6}{half}{half}  {:8.2}  {:8.2}",
-            r.size, r.count, r.dtype, r.redop, r.root, r.p50_us, r.p99_us
+            "{:12}  {:12}  {:>8}  {:>6}  {:6}{half}{half}  {:8.2}  {:8.2}  {:>9} {:>8}",
+            r.size, r.count, r.dtype, r.redop, r.root, r.p50_us, r.p99_us, r.algorithm, r.protocol
         );
     }
     let _ = writeln!(o, "# Out of bounds values : 0 OK");
@@ -146,16 +157,17 @@ pub fn nccl_table(s: &CollectiveSummary) -> String {
 pub fn collective_csv(all: &[CollectiveSummary]) -> String {
     use std::fmt::Write as _;
     let mut o = String::from(
-        "workload,op,algorithm,ranks,size,count,type,redop,root,time_us,algbw_gbs,busbw_gbs,wrong,p50_us,p99_us,iters\n",
+        "workload,op,algorithm,protocol,ranks,size,count,type,redop,root,time_us,algbw_gbs,busbw_gbs,wrong,p50_us,p99_us,iters\n",
     );
     for s in all {
         for r in &s.rows {
             let _ = writeln!(
                 o,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.workload,
                 s.op,
-                s.algorithm,
+                r.algorithm,
+                r.protocol,
                 s.ranks,
                 r.size,
                 r.count,

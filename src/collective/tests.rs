@@ -25,12 +25,22 @@ pub(super) fn collective(
         root,
         start: SimDuration::ZERO,
         intra_rate: defaults::INTRA_HOST_RATE,
-        intra_latency: defaults::INTRA_HOST_LATENCY,
+        intra_latency: None,
+        protocol: Some(Protocol::Simple),
+        launch_overhead: SimDuration::ZERO,
         reduce_rate: defaults::REDUCE_RATE,
         pxn: true,
         chunk_given: true,
+        channels_given: true,
         switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
         switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
+    }
+}
+
+/// Starts the launched iteration, if the run asked to be woken.
+pub(super) fn wake(run: &mut CollectiveRun, out: &mut Vec<Send>) {
+    if let Some(t) = run.take_wake() {
+        run.on_wake(t, out);
     }
 }
 
@@ -48,9 +58,10 @@ fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
             port: i,
         })
         .collect();
-    let mut run = CollectiveRun::new(c, 0, ranks, |p| p, 1, 0);
+    let mut run = CollectiveRun::new(c, 0, ranks, |p| p, 1, 0, 50.0);
     let mut out = Vec::new();
-    run.start(SimTime::ZERO, &mut out);
+    run.start(SimTime::ZERO);
+    wake(&mut run, &mut out);
     let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
     let (mut sends, mut bytes) = (0, 0);
     let mut t = 0;
@@ -59,6 +70,7 @@ fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
         bytes += s.bytes;
         t += 1;
         run.on_done(SimTime(t), s.xfer, &mut out);
+        wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
     assert!(run.is_done(), "{:?} finished", c.op);
@@ -104,9 +116,10 @@ fn a_lost_contribution_is_counted_wrong() {
             port: i,
         })
         .collect();
-    let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0);
+    let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0, 50.0);
     let mut out = Vec::new();
-    run.start(SimTime::ZERO, &mut out);
+    run.start(SimTime::ZERO);
+    wake(&mut run, &mut out);
     let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
     let mut first = true;
     while let Some(s) = queue.pop_front() {
@@ -117,6 +130,7 @@ fn a_lost_contribution_is_counted_wrong() {
             first = false;
         }
         run.on_done(SimTime(1), s.xfer, &mut out);
+        wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
     assert!(run.result().rows[0].wrong > 0);

@@ -1,5 +1,6 @@
 //! Tests of the tree, hierarchical and in-network dependency graphs run end to end.
 
+use super::tests::wake;
 use super::*;
 
 fn run_two_level(
@@ -22,9 +23,10 @@ fn run_two_level(
         })
         .collect();
     let table = leaf_of_server.to_vec();
-    let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2);
+    let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2, 50.0);
     let mut out = Vec::new();
-    run.start(SimTime::ZERO, &mut out);
+    run.start(SimTime::ZERO);
+    wake(&mut run, &mut out);
     let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
     let mut cross = 0;
     while let Some(s) = queue.pop_front() {
@@ -33,6 +35,7 @@ fn run_two_level(
             cross += s.bytes;
         }
         run.on_done(SimTime(1), s.xfer, &mut out);
+        wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
     assert!(run.is_done());

@@ -11,7 +11,7 @@
 //! collective operation, algorithm and placement in [`crate::collective::spec`], the
 //! flow-size distribution in [`crate::workload`], unit quantities in [`crate::spec`].
 
-pub use crate::collective::spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
+pub use crate::collective::spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec, ProtocolSpec};
 pub use crate::components::Forwarding;
 pub use crate::nic::spec::{
     merge_host, CompletionMode, CrossSocket, HostCostsSpec, HostSpec, MemoryKind, MemorySpec,
@@ -786,9 +786,18 @@ pub struct IntraHostSpec {
 #[serde(deny_unknown_fields)]
 pub struct CollectiveSpec {
     pub op: CollectiveOp,
-    /// Default `ring`.
+    /// `auto` (NCCL's tuner chooses ring or tree per size, the default), `ring`, `tree`,
+    /// `hierarchical` or `in_network`.
     #[serde(default)]
     pub algorithm: Option<CollectiveAlgorithm>,
+    /// NCCL's protocol: `simple`, `ll`, `ll128` or `auto` (NCCL's tuner, per size, the
+    /// default).
+    #[serde(default)]
+    pub protocol: Option<ProtocolSpec>,
+    /// The CPU time to enqueue one operation (NCCL's enqueue and kernel launch); default
+    /// 35us (nccl-tests on H100 servers, NCCL 2.26, no CUDA graphs).
+    #[serde(default)]
+    pub launch_overhead: Option<Duration>,
     /// One size (bytes of the buffer, as nccl-tests' `size` column), or the sweep below.
     #[serde(default)]
     pub size: Option<NonZeroSize>,
@@ -810,10 +819,12 @@ pub struct CollectiveSpec {
     pub ranks: Option<u32>,
     #[serde(default)]
     pub placement: Option<PlacementSpec>,
-    /// Parallel rings, each with its own queue pairs; default 2.
+    /// Parallel rings or trees, each with its own queue pairs; default two per NIC of a
+    /// server (at least 2).
     #[serde(default)]
     pub channels: Option<u32>,
-    /// Bytes a ring step moves at most (NCCL's buffer slot); default 512KiB.
+    /// Bytes a step moves at most; default the protocol's buffer step (NCCL's buffer
+    /// over `NCCL_STEPS`: Simple 512KiB, LL 32KiB, LL128 576000B; in_network 64KiB).
     #[serde(default)]
     pub chunk: Option<NonZeroSize>,
     /// Root rank of a broadcast; default 0.
@@ -841,6 +852,7 @@ pub struct CollectiveSpec {
 #[serde(deny_unknown_fields)]
 pub struct CollectiveOverride {
     pub algorithm: Option<CollectiveAlgorithm>,
+    pub protocol: Option<ProtocolSpec>,
     pub placement: Option<PlacementSpec>,
     pub channels: Option<u32>,
     pub chunk: Option<NonZeroSize>,

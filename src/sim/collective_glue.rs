@@ -11,14 +11,32 @@ use crate::topology::LinkParams;
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::FlowDef;
 
+/// What a collective run is told.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum CollInput {
+    /// Its start time came: it launches its first iteration.
+    Start,
+    /// The time it asked to be woken at came (a launched kernel starts).
+    Wake,
+    /// Transfer `xfer` landed (and was reduced).
+    Done(u32),
+}
+
 impl Sim {
-    /// Run `run` starts (`xfer` None) or transfer `xfer` landed: the run releases what
-    /// is now ready, and the transfers go out (the buffer is lent and given back).
-    pub(super) fn coll_step(&mut self, now: SimTime, run: u32, xfer: Option<u32>) {
+    /// Run `run` is told `input`: it releases what is now ready, the transfers go out
+    /// (the buffer is lent and given back), and its wake-up, if it wants one, is
+    /// scheduled.
+    pub(super) fn coll_step(&mut self, now: SimTime, run: u32, input: CollInput) {
         let mut out = std::mem::take(&mut self.coll_out);
-        match xfer {
-            None => self.colls[run as usize].start(now, &mut out),
-            Some(x) => self.colls[run as usize].on_done(now, x, &mut out),
+        let r = &mut self.colls[run as usize];
+        match input {
+            CollInput::Start => r.start(now),
+            CollInput::Wake => r.on_wake(now, &mut out),
+            CollInput::Done(x) => r.on_done(now, x, &mut out),
+        }
+        if let Some(at) = r.take_wake() {
+            self.q
+                .schedule(at, Sources::WORKLOAD, Event::CollWake { run });
         }
         self.dispatch_sends(now, run, &mut out);
         self.coll_out = out;
@@ -35,16 +53,27 @@ impl Sim {
             }
             let (a, b) = (r.ranks[s.src as usize], r.ranks[s.dst as usize]);
             if a.server == b.server {
-                // NVLink-like: one transfer at a time per sending GPU.
-                let (rate, latency) = (r.cfg.intra_rate, r.cfg.intra_latency);
+                // NVLink-like: each channel moves its transfers one at a time at its copy
+                // rate, and the sending GPU's link carries at most its rate in all (its
+                // backlog counted from now, so a channel's wait does not idle the link).
+                let (rate, ch_rate) = (r.cfg.intra_rate, r.channel_rate());
                 let gpu = (a.server * self.gpus_per_server + a.gpu) as usize;
-                let end = now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
-                self.gpu_link_free[gpu] = end;
-                let done = self.colls[run as usize].landed(s.xfer, end + latency);
+                let k = gpu * 64 + s.channel as usize;
+                if self.gpu_channel_free.len() <= k {
+                    self.gpu_channel_free.resize(k + 1, SimTime::ZERO);
+                }
+                let start = now.max(self.gpu_channel_free[k]);
+                let link_end =
+                    now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
+                let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
+                self.gpu_link_free[gpu] = link_end;
+                self.gpu_channel_free[k] = end;
+                // The receiver takes it when it has arrived (its reduction engine and
+                // connection order are booked then, not now).
                 self.q.schedule(
-                    done,
+                    end,
                     Sources::WORKLOAD,
-                    Event::CollDone { run, xfer: s.xfer },
+                    Event::CollArrive { run, xfer: s.xfer },
                 );
                 continue;
             }

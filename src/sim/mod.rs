@@ -41,6 +41,7 @@ use crate::topology::{Node, Tier, Topology};
 use crate::transport::rc::{Op, RequesterStats, WcStatus};
 use crate::units::{SimDuration, SimTime, TIME_HORIZON};
 use crate::workload::{expand, FlowDef};
+use collective_glue::CollInput;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -419,6 +420,8 @@ pub struct Sim {
     colls: Vec<crate::collective::CollectiveRun>,
     coll_out: Vec<crate::collective::Send>,
     gpu_link_free: Vec<SimTime>,
+    /// Per GPU and channel (64 each): when its last NVLink transfer ends.
+    gpu_channel_free: Vec<SimTime>,
     gpus_per_server: u32,
     ideal_cache: HashMap<(u64, bool), SimDuration>,
 }
@@ -556,6 +559,10 @@ impl Sim {
                     |port| topo.leaf_of(port),
                     topo.leaves,
                     topo.spines,
+                    // What NCCL's tuner sees of the network: a server's NICs.
+                    sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
+                        * topo.host_link.rate.0 as f64
+                        / 8e9,
                 ));
             }
         }
@@ -565,6 +572,7 @@ impl Sim {
             colls,
             coll_out: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
+            gpu_channel_free: Vec::new(),
             gpus_per_server,
             ideal_cache,
             todo: Vec::new(),
@@ -725,11 +733,21 @@ impl Sim {
                 }
                 Event::Irq { nic } => self.on_host_wake(now, HostWake::Irq { nic }),
                 Event::CollStart { run } => {
-                    self.coll_step(now, run, None);
+                    self.coll_step(now, run, CollInput::Start);
+                    true
+                }
+                Event::CollWake { run } => {
+                    self.coll_step(now, run, CollInput::Wake);
+                    true
+                }
+                Event::CollArrive { run, xfer } => {
+                    let done = self.colls[run as usize].landed(xfer, now);
+                    self.q
+                        .schedule(done, Sources::WORKLOAD, Event::CollDone { run, xfer });
                     true
                 }
                 Event::CollDone { run, xfer } => {
-                    self.coll_step(now, run, Some(xfer));
+                    self.coll_step(now, run, CollInput::Done(xfer));
                     true
                 }
             };

@@ -13,9 +13,12 @@ flow_control: { mode: ib_credit }";
 /// Ring allreduce on an idle leaf, one channel and one loop: 2(n - 1) steps, each a
 /// message of S / n whose time is alpha + (S / n) / B, with alpha and B the model's own
 /// (alpha: a message's ideal time to land, `ideal_landed`, minus its payload time; B: the link's payload rate), plus
-/// the reduction of each received piece in the first n - 1 steps. So the time is
-/// 2(n - 1) alpha + 2(n - 1)/n x S/B + (n - 1) x (S/n)/R, within 3% (the ACKs that share
-/// each host's uplink with its data cost a few nanoseconds per step).
+/// the reduction of each received piece in the first n - 1 steps, NCCL's launch latency
+/// for ring Simple (`baseLat` 8.4 us) and, per network step, what NCCL's 14 us `hwLat`
+/// has beyond the host path (7.3 us). So the time is 8.4 us + 2(n - 1)(alpha + 7.3 us) +
+/// 2(n - 1)/n x S/B + (n - 1) x (S/n)/R, within 3% (the ACKs that share each host's
+/// uplink with its data cost a few nanoseconds per step). The CPU's enqueue cost is set
+/// to 0 (it is a floor between back-to-back operations, tested elsewhere).
 #[test]
 fn ring_allreduce_matches_alpha_beta() {
     let n = 8u64;
@@ -23,7 +26,7 @@ fn ring_allreduce_matches_alpha_beta() {
         let sc = scenario(&format!(
             "{LEAF}
 workload:
-  - collective: {{ op: allreduce, size: {size}B, iters: 2, warmup_iters: 0, channels: 1, chunk: 1GiB }}"
+  - collective: {{ op: allreduce, algorithm: ring, protocol: simple, launch_overhead: 0us, size: {size}B, iters: 2, warmup_iters: 0, channels: 1, chunk: 1GiB }}"
         ));
         let out = run(&sc);
         let s = summarize(&sc, &out);
@@ -36,7 +39,10 @@ workload:
         let alpha = fct - piece as f64 / b;
         let reduce = piece as f64 * 8.0 / 8e12 * 1e12; // 8 Tb/s default, ps
         let steps = 2.0 * (n as f64 - 1.0);
-        let model = steps * alpha + steps / n as f64 * size as f64 / b + (n as f64 - 1.0) * reduce;
+        let model = 8.4e6
+            + steps * (alpha + 7.3e6)
+            + steps / n as f64 * size as f64 / b
+            + (n as f64 - 1.0) * reduce;
         let measured = row.time_us * 1e6;
         let err = (measured - model).abs() / model;
         assert!(
@@ -164,7 +170,7 @@ fn hierarchical_cuts_cross_spine_bytes_as_the_algorithms_predict() {
             "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
 host: {{ gpus_per_host: 2, posting: cpu_proxy, memory: gpu }}
 workload:
-  - collective: {{ op: allreduce, algorithm: {algorithm}, placement: {placement}, size: {size}B, channels: 1, iters: 1, warmup_iters: 0 }}"
+  - collective: {{ op: allreduce, algorithm: {algorithm}, protocol: simple, placement: {placement}, size: {size}B, channels: 1, iters: 1, warmup_iters: 0 }}"
         ));
         let out = run(&sc);
         let s = summarize(&sc, &out);
@@ -185,7 +191,7 @@ fn tree_beats_ring_on_small_messages() {
         let sc = scenario(&format!(
             "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 8, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
 workload:
-  - collective: {{ op: allreduce, algorithm: {alg}, size: 64B, iters: 2, warmup_iters: 0 }}"
+  - collective: {{ op: allreduce, algorithm: {alg}, size: 64B, iters: 2, warmup_iters: 0, launch_overhead: 0us }}"
         ));
         summarize(&sc, &run(&sc)).collectives[0].rows[0].time_us
     };
@@ -250,7 +256,8 @@ workload:
 }
 
 /// A small allreduce completes in one trip up and down the switches: far faster than a
-/// ring's 2(n - 1) steps.
+/// ring's 2(n - 1) steps, even with NCCL's LL protocol the tuner picks for the ring at
+/// 64 B (12.1 us against 31.9 us on 16 hosts without a host model: at least 2x).
 #[test]
 fn in_network_beats_ring_on_small_messages() {
     let time = |alg: &str| {
@@ -258,12 +265,12 @@ fn in_network_beats_ring_on_small_messages() {
             "topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 8, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
 flow_control: {{ mode: ib_credit }}
 workload:
-  - collective: {{ op: allreduce, algorithm: {alg}, size: 64B, iters: 2, warmup_iters: 0 }}"
+  - collective: {{ op: allreduce, algorithm: {alg}, size: 64B, iters: 2, warmup_iters: 0, launch_overhead: 0us }}"
         ));
         summarize(&sc, &run(&sc)).collectives[0].rows[0].time_us
     };
     let (ring, inn) = (time("ring"), time("in_network"));
-    assert!(inn < ring / 4.0, "in_network {inn} us vs ring {ring} us");
+    assert!(inn < ring / 2.0, "in_network {inn} us vs ring {ring} us");
 }
 
 /// Tree, hierarchical and in-network allreduce are right for uneven groups (3 hosts of 2

@@ -20,6 +20,7 @@ mod host;
 mod hpcc;
 mod invariants;
 mod lossless;
+mod nccl;
 mod outputs;
 mod plan;
 mod plot;

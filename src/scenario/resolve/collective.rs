@@ -4,6 +4,7 @@
 //! that carries the data, and a lossless fabric for in-network aggregation.
 
 use super::{check_latency, check_size, check_time, err, VResult};
+use crate::collective::defaults as cd;
 use crate::collective::Collective;
 use crate::components::FlowControl;
 use crate::nic::config::HostConfig;
@@ -18,7 +19,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
     let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
     let start = |s: Option<schema::Duration>| s.map(|d| d.0).unwrap_or_default();
     let cp = |f: &str| p("collective", f);
-    let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Ring);
+    let algorithm = s.algorithm.unwrap_or(schema::CollectiveAlgorithm::Auto);
     check_collective_algorithm(s.op, algorithm).map_err(|m| (cp("algorithm"), m))?;
     let sizes: Vec<u64> = match (s.size, s.minbytes, s.maxbytes) {
         (Some(sz), None, None) => vec![sz.0 .0],
@@ -67,7 +68,6 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         }
         check_size(cp("size"), sz, mtu)?;
     }
-    use crate::collective::defaults as cd;
     let iters = s.iters.unwrap_or(cd::ITERS);
     if iters == 0 || iters > 100_000 {
         return err(cp("iters"), format!("expected 1 to 100000, found {iters}"));
@@ -113,8 +113,10 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         rate: None,
         latency: None,
     });
-    let intra_latency = intra.latency.map_or(cd::INTRA_HOST_LATENCY, |d| d.0);
-    check_latency(&cp("intra_host.latency"), intra_latency)?;
+    let intra_latency = intra.latency.map(|d| d.0);
+    if let Some(l) = intra_latency {
+        check_latency(&cp("intra_host.latency"), l)?;
+    }
     check_time(cp("start"), start(s.start))?;
     Ok(Workload::Collective(Box::new(Collective {
         op: s.op,
@@ -130,9 +132,21 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         start: start(s.start),
         intra_rate: intra.rate.map_or(cd::INTRA_HOST_RATE, |r| r.0),
         intra_latency,
+        launch_overhead: {
+            let l = s.launch_overhead.map_or(cd::LAUNCH_OVERHEAD, |d| d.0);
+            check_latency(&cp("launch_overhead"), l)?;
+            l
+        },
+        protocol: match s.protocol.unwrap_or(schema::ProtocolSpec::Auto) {
+            schema::ProtocolSpec::Auto => None,
+            schema::ProtocolSpec::Simple => Some(crate::collective::Protocol::Simple),
+            schema::ProtocolSpec::Ll => Some(crate::collective::Protocol::Ll),
+            schema::ProtocolSpec::Ll128 => Some(crate::collective::Protocol::Ll128),
+        },
         reduce_rate: s.reduce_rate.map_or(cd::REDUCE_RATE, |r| r.0),
         pxn: s.pxn.unwrap_or(true),
         chunk_given: s.chunk.is_some(),
+        channels_given: s.channels.is_some(),
         switch_reduce_latency: {
             let l = s
                 .switch_aggregation
@@ -146,6 +160,20 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
             .and_then(|a| a.rate)
             .map_or(cd::SWITCH_REDUCE_RATE, |r| r.0),
     })))
+}
+
+/// Channels where a collective does not give them: two per NIC of a server (NCCL's
+/// search finds a ring per NIC and `src/graph/connect.cc` duplicates every channel),
+/// at least 2 (one NIC, or no host model) and at most 64 (`MAXCHANNELS`).
+pub fn default_channels(workload: &mut [Workload], host: Option<&HostConfig>) {
+    let nics = host.map_or(1, |h| h.nics_per_host);
+    for w in workload {
+        if let Workload::Collective(c) = w {
+            if !c.channels_given {
+                c.channels = (2 * nics).clamp(cd::CHANNELS, 64);
+            }
+        }
+    }
 }
 
 /// What a collective must fit.
@@ -200,21 +228,37 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
     if env.topology.planes > 1 {
         check_planes(c, &ranks, env)?;
     }
-    // Pieces the run tracks per iteration: each rank holds about size / chunk of them.
-    let biggest = c.sizes.iter().copied().max().unwrap_or(0);
-    let pieces = ranks.len() as f64
-        * (biggest as f64 / c.chunk as f64).ceil().max(1.0)
-        * ranks.len().min(64) as f64;
-    if pieces > 2e8 {
-        return Err((
-            "chunk".into(),
-            format!(
-                "{} ranks moving {} B in {} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
-                ranks.len(),
-                biggest,
-                c.chunk
-            ),
-        ));
+    // Pieces the run tracks per iteration, per size with the algorithm and protocol it
+    // runs: a ring keeps at most `TRACKED_SLOTS` per rank and channel; a graph algorithm
+    // (and its graph) about size / chunk per rank, times its depth (at most 64 counted).
+    let n = ranks.len() as f64;
+    let net_gbps =
+        env.host.map_or(1, |h| h.nics_per_host) as f64 * env.topology.host_link.rate.0 as f64 / 8e9;
+    let choices = crate::collective::choices(c, &ranks, net_gbps);
+    for (&size, &(algorithm, protocol)) in c.sizes.iter().zip(&choices) {
+        let chunk = if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
+            c.chunk
+        } else {
+            protocol.step_data_bytes()
+        };
+        let ch = c.channels as f64;
+        let pieces = if algorithm == schema::CollectiveAlgorithm::Ring {
+            let per_loop = ch * n * chunk as f64;
+            let loops = (size as f64 / per_loop).ceil().max(1.0);
+            n * ch * (loops * n).min(crate::collective::TRACKED_SLOTS as f64)
+        } else {
+            n * (size as f64 / chunk as f64).ceil().max(1.0) * n.min(64.0)
+        };
+        if pieces > 2e8 {
+            return Err((
+                "chunk".into(),
+                format!(
+                    "{} ranks moving {size} B with {} in {chunk} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
+                    ranks.len(),
+                    crate::collective::algorithm_name(algorithm),
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -145,6 +145,9 @@ fn set_document(
                 if o.algorithm.is_some() {
                     s.algorithm = o.algorithm;
                 }
+                if o.protocol.is_some() {
+                    s.protocol = o.protocol;
+                }
                 if o.placement.is_some() {
                     s.placement = o.placement.clone();
                 }

@@ -186,6 +186,8 @@ pub fn resolve_document(
             strict: strict_host,
         },
     )?;
+    let mut workload = workload;
+    collective::default_channels(&mut workload, host.as_ref());
     // Collectives: their ranks must fit the GPUs; switches aggregate only on a lossless
     // fabric (SHARP runs on InfiniBand's credits: its streams to and from switches have
     // no retransmission here).

@@ -1,0 +1,231 @@
+//! NCCL's three protocols and the fixed costs a collective pays on real GPUs: what each
+//! protocol puts on the wire, how much data one buffer step holds, and the latency of a
+//! step on NVLink and over the network, plus the per-operation launch latency.
+//!
+//! Sources (NCCL 2.18-2.26, `src/include/device.h`, `src/graph/tuning.cc`):
+//! - **Simple**: data as is; a step is `NCCL_BUFFSIZE / NCCL_STEPS` = 4 MiB / 8 = 512 KiB;
+//!   the receiver learns of it through a separate flag after a memory fence, and over the
+//!   network through the proxy thread's completion handling (the slowest step).
+//! - **LL** (low latency): every 16-byte line (`union ncclLLFifoLine`) carries two
+//!   4-byte words of data, each with a 4-byte flag, so the wire carries twice the data; the buffer is `NCCL_LL_LINES_PER_THREAD x
+//!   NCCL_LL_MAX_NTHREADS x NCCL_STEPS x 16 B` = 8 x 512 x 8 x 16 = 512 KiB, a step
+//!   64 KiB of lines = 32 KiB of data; the receiver polls the flags in the data itself.
+//! - **LL128**: 128-byte lines of 120 bytes of data and an 8-byte flag (128/120 of the
+//!   data on the wire); the buffer is `NCCL_LL128_ELEMS_PER_THREAD x
+//!   NCCL_LL128_MAX_NTHREADS x NCCL_STEPS x 8 B` = 120 x 640 x 8 x 8 = 4,915,200 B, a
+//!   step 614,400 B of lines = 576,000 B of data.
+//! - Per-step latencies are NCCL's tuner's `hwLat` (us) for NVLink and the network, per
+//!   algorithm and protocol; launch latencies its `baseLat`. The tuner uses them to choose
+//!   an algorithm; here they are charged on the transfers themselves:
+//!   an NVLink step costs its `hwLat` after its bytes; a network step already pays the
+//!   host model's posting, DMA, wire and completion (about 6.7 us for a small message
+//!   with the CPU proxy on the default host), so only what NCCL's figure has beyond that
+//!   is added: Simple's 14 us less 6.7 = 7.3 us (the proxy's flag and flush handling);
+//!   LL's 2.7 us and LL128's 4.0 us are below the host path, so they add nothing.
+//!
+//! Leaves out: LL's and LL128's per-thread packing (modelled as a bandwidth factor), the
+//! PCI rows of `hwLat` (GPUs and NICs are on NVLink/GPUDirect here), and NVLS.
+
+use super::CollectiveAlgorithm;
+use crate::units::SimDuration;
+
+/// How a collective's data is framed (`collective.protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Protocol {
+    /// NCCL's LL: 8-byte lines, half of each a flag.
+    Ll,
+    /// NCCL's LL128: 128-byte lines, 8 bytes of each a flag.
+    Ll128,
+    /// NCCL's Simple: bulk data, then a flag.
+    Simple,
+}
+
+/// `NCCL_STEPS`: buffer slots per connection (`src/include/device.h`).
+pub const NCCL_STEPS: u32 = 8;
+
+const fn ns(t: u64) -> SimDuration {
+    SimDuration(t * 1_000)
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Ll => "ll",
+            Protocol::Ll128 => "ll128",
+            Protocol::Simple => "simple",
+        }
+    }
+
+    /// Bytes on the wire for `data` bytes.
+    pub fn wire_bytes(self, data: u64) -> u64 {
+        match self {
+            Protocol::Simple => data,
+            Protocol::Ll => data.div_ceil(4) * 8,
+            Protocol::Ll128 => data.div_ceil(120) * 128,
+        }
+    }
+
+    /// Data bytes one buffer step holds (the most one transfer moves).
+    pub fn step_data_bytes(self) -> u64 {
+        match self {
+            Protocol::Simple => 4 * 1024 * 1024 / NCCL_STEPS as u64,
+            Protocol::Ll => 8 * 512 * 16 * 8 / NCCL_STEPS as u64 / 2,
+            Protocol::Ll128 => 120 * 640 * 8 * 8 / NCCL_STEPS as u64 / 128 * 120,
+        }
+    }
+
+    /// Index into NCCL's tables (LL, LL128, Simple).
+    fn index(self) -> usize {
+        match self {
+            Protocol::Ll => 0,
+            Protocol::Ll128 => 1,
+            Protocol::Simple => 2,
+        }
+    }
+}
+
+/// NCCL's tuner tables (`src/graph/tuning.cc`, NCCL 2.23 and later, as in 2.26), in
+/// nanoseconds, per protocol (LL, LL128, Simple).
+mod nccl_tables {
+    /// `baseLat`: Tree, Ring.
+    pub const BASE_TREE: [u64; 3] = [6_800, 14_000, 8_400];
+    pub const BASE_RING: [u64; 3] = [6_600, 14_000, 8_400];
+    /// `hwLat[NCCL_HW_NVLINK]`: Tree, Ring.
+    pub const NVLINK_TREE: [u64; 3] = [600, 1_250, 4_000];
+    pub const NVLINK_RING: [u64; 3] = [600, 1_900, 3_400];
+    /// `hwLat[NCCL_HW_NET]`: Tree, Ring.
+    pub const NET_TREE: [u64; 3] = [5_000, 8_500, 14_000];
+    pub const NET_RING: [u64; 3] = [2_700, 4_000, 14_000];
+}
+
+/// The data one transfer of algorithm `a` moves with protocol `p`, as NCCL's
+/// `calcCollChunking` (`src/enqueue.cc`) sets it: the protocol's buffer step, except
+/// that tree LL128 shrinks its chunk for messages too small to fill the tree's pipeline
+/// (`nstepsLL128 = 1 + log2(nodes) + 0.1 x ranks per node`; halve while
+/// `bytes / (channels x chunk) < nstepsLL128 x 64 / ppn` and above 128 KiB, then while
+/// `< nstepsLL128 x 16 / ppn` and above 32 KiB).
+pub fn chunk_bytes(
+    a: CollectiveAlgorithm,
+    p: Protocol,
+    bytes: u64,
+    channels: u32,
+    nodes: u32,
+    ppn: u32,
+) -> u64 {
+    let mut chunk = p.step_data_bytes();
+    if a == CollectiveAlgorithm::Tree && p == Protocol::Ll128 {
+        let ppn = ppn.max(1) as f64;
+        let steps = 1.0 + (31 - nodes.max(1).leading_zeros()) as f64 + 0.1 * ppn;
+        let per = |c: u64| bytes as f64 / (channels.max(1) as f64 * c as f64);
+        while per(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
+            chunk /= 2;
+        }
+        while per(chunk) < steps * 16.0 / ppn && chunk > 32_768 {
+            chunk /= 2;
+        }
+    }
+    chunk
+}
+
+/// How fast one channel (one thread block of NCCL's kernel) moves bytes over NVLink, in
+/// line bytes: NCCL's per-channel caps for Hopper (`tuning.cc`): `perChMaxTreeBws`
+/// 38.7 GB/s on one node for Simple, `perChMaxRingLL128Bws` 36.7 GB/s for LL128;
+/// assumption: LL's 16-byte lines go at LL128's rate (so half of it in data).
+pub fn channel_copy_rate(p: Protocol) -> crate::units::BitsPerSec {
+    crate::units::BitsPerSec(match p {
+        Protocol::Simple => 309_600_000_000,
+        Protocol::Ll128 | Protocol::Ll => 293_600_000_000,
+    })
+}
+
+/// What the default host model already charges a small network message (posting by the
+/// CPU proxy, doorbell, WQE fetch, DMA, two hops, completion and notification), tenths
+/// nanoseconds; see the module comment.
+const HOST_PATH: u64 = 6_700;
+
+/// NCCL's launch latency of one operation (`baseLat`).
+pub fn launch_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
+    let t = match a {
+        CollectiveAlgorithm::Ring => nccl_tables::BASE_RING,
+        _ => nccl_tables::BASE_TREE,
+    };
+    ns(t[p.index()])
+}
+
+/// The latency of one NVLink step (`hwLat[NVLINK]`).
+pub fn nvlink_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
+    let t = match a {
+        CollectiveAlgorithm::Ring => nccl_tables::NVLINK_RING,
+        _ => nccl_tables::NVLINK_TREE,
+    };
+    ns(t[p.index()])
+}
+
+/// NCCL's latency of one network step (`hwLat[NET]`).
+pub fn net_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
+    let t = match a {
+        CollectiveAlgorithm::Ring => nccl_tables::NET_RING,
+        _ => nccl_tables::NET_TREE,
+    };
+    ns(t[p.index()])
+}
+
+/// What a network step costs beyond the host model's path: NCCL's figure less the
+/// host path, never negative.
+pub fn net_step_extra(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
+    SimDuration(net_step_latency(a, p).0.saturating_sub(ns(HOST_PATH).0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_bytes_follow_the_line_formats() {
+        // LL: 4 data bytes per 8-byte line; LL128: 120 per 128.
+        assert_eq!(Protocol::Ll.wire_bytes(8), 16);
+        assert_eq!(Protocol::Ll.wire_bytes(4096), 8192);
+        assert_eq!(Protocol::Ll128.wire_bytes(120), 128);
+        assert_eq!(Protocol::Ll128.wire_bytes(121), 256);
+        assert_eq!(Protocol::Simple.wire_bytes(4096), 4096);
+    }
+
+    #[test]
+    fn step_sizes_are_nccls_buffers_over_eight_slots() {
+        assert_eq!(Protocol::Simple.step_data_bytes(), 524_288);
+        assert_eq!(Protocol::Ll.step_data_bytes(), 32_768);
+        assert_eq!(Protocol::Ll128.step_data_bytes(), 576_000);
+    }
+
+    #[test]
+    fn tree_ll128_shrinks_its_chunk_for_small_messages_as_nccl_does() {
+        // 16 MiB over 16 channels on 2 x 8: nstepsLL128 = 1 + 1 + 0.8 = 2.8; 1 MiB per
+        // channel: 576000 -> 288000 -> 144000 -> 72000 (bytes / chunk 14.6 >= 5.6).
+        let t = CollectiveAlgorithm::Tree;
+        assert_eq!(chunk_bytes(t, Protocol::Ll128, 16 << 20, 16, 2, 8), 72_000);
+        // Large enough: the full step.
+        assert_eq!(chunk_bytes(t, Protocol::Ll128, 1 << 30, 16, 2, 8), 576_000);
+        // Ring never shrinks.
+        let r = CollectiveAlgorithm::Ring;
+        assert_eq!(chunk_bytes(r, Protocol::Ll128, 1 << 20, 16, 2, 8), 576_000);
+    }
+
+    #[test]
+    fn network_steps_add_what_the_host_path_does_not_charge() {
+        // Simple ring: 14.0 us in NCCL's table, 6.7 us in the host path.
+        assert_eq!(
+            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Simple),
+            SimDuration(7_300_000)
+        );
+        assert_eq!(
+            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Ll),
+            SimDuration::ZERO
+        );
+        assert_eq!(
+            nvlink_step_latency(CollectiveAlgorithm::Ring, Protocol::Simple),
+            SimDuration(3_400_000)
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! NCCL as it runs (issue 16): protocols, the tuner's choice, launch and per-step costs,
+//! channels over every NIC, against the nccl-tests figures of H100 clusters.
+//!
+//! The measured figures are those issue 16 reports for NCCL 2.26 with its default
+//! algorithm on servers of 8 H100 with 8 x 400G NDR InfiniBand NICs each, rail-wired,
+//! running all_reduce_perf; `scenarios/nccl-tests-h100.yaml` models that cluster (2
+//! servers; `topology.hosts_per_leaf` sets the server count).
+
+use crate::common::scenario_with;
+use doorbell::metrics::summarize;
+use doorbell::sim::run;
+
+fn h100(set: &[&str]) -> doorbell::scenario::Scenario {
+    let path = format!(
+        "{}/scenarios/nccl-tests-h100.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let yaml = std::fs::read_to_string(path).expect("the scenario ships");
+    scenario_with(&yaml, set)
+}
+
+/// (size, time us, busbw GB/s, algorithm, protocol) per size.
+fn table(set: &[&str]) -> Vec<(u64, f64, f64, String, String)> {
+    let sc = h100(set);
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    let c = &s.collectives[0];
+    assert!(c.complete);
+    c.rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r.wrong, 0);
+            (
+                r.size,
+                r.time_us,
+                r.busbw_gbs,
+                r.algorithm.to_string(),
+                r.protocol.to_string(),
+            )
+        })
+        .collect()
+}
+
+fn row(t: &[(u64, f64, f64, String, String)], size: u64) -> (f64, f64) {
+    let r = t.iter().find(|r| r.0 == size).expect("size run");
+    (r.1, r.2)
+}
+
+const MIB: u64 = 1 << 20;
+
+/// 2 x 8 H100 with NCCL's default choice, 1 MiB to 256 MiB (5 timed iterations after
+/// 1 warm-up): measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 / 4 / 32 / 128 /
+/// 256 MiB. 128 and 256 MiB are within 15% (706.7 and 1,337.2 us: -5.6% and +4.2%).
+/// From 1 to 32 MiB doorbell is 19-25% fast (58.5 / 70.5 / 216.6 us), a known gap whose
+/// cause is not found: NCCL's own tuner model is fast too at 1 and 4 MiB (59 and 81 us
+/// for tree LL128) but close at 32 MiB (259 us for ring LL128), where doorbell overlaps
+/// the ring's per-step latency with the network's busy time more than NCCL does.
+/// Asserted: within 15% at 128 MiB and up, and the gap no worse than 35% below, so a
+/// change that moves it is seen.
+#[test]
+fn two_servers_follow_the_measured_sizes() {
+    let t = table(&[
+        "workload.0.collective.minbytes=1MiB",
+        "workload.0.collective.maxbytes=256MiB",
+    ]);
+    for (size, measured, tolerance) in [
+        (MIB, 71.9, 0.35),
+        (4 * MIB, 94.4, 0.35),
+        (32 * MIB, 267.9, 0.35),
+        (128 * MIB, 748.3, 0.15),
+        (256 * MIB, 1282.8, 0.15),
+    ] {
+        let (time, _) = row(&t, size);
+        let err = (time - measured) / measured;
+        assert!(
+            err.abs() <= tolerance,
+            "{size} B: {time:.1} us against {measured} measured ({:+.1}%, {:.0}% allowed)",
+            err * 100.0,
+            tolerance * 100.0
+        );
+    }
+    // The table says what ran: tree LL128 at 1 MiB, ring Simple at 256 MiB.
+    let at = |size| t.iter().find(|r| r.0 == size).unwrap();
+    assert_eq!((at(MIB).3.as_str(), at(MIB).4.as_str()), ("tree", "ll128"));
+    assert_eq!(
+        (at(256 * MIB).3.as_str(), at(256 * MIB).4.as_str()),
+        ("ring", "simple")
+    );
+}
+
+/// 8-byte allreduce: measured about 35 us on 1 x 8 and on 4 x 8 H100. One server is the
+/// point `launch_overhead` (the CPU's enqueue cost, 35 us) was calibrated on; 4 servers
+/// check it: NCCL's tree LL there (6.8 + 2 x (7 x 0.6 + 2 x 5.0) us of GPU time, plus the
+/// host path) stays under the CPU's pace, and the time is within 1.5x of 35 us.
+#[test]
+fn eight_bytes_take_what_nccl_tests_measure() {
+    for servers in ["1", "4"] {
+        let hosts = format!("topology.hosts_per_leaf={servers}");
+        let t = table(&[
+            &hosts,
+            "workload.0.collective.minbytes=8B",
+            "workload.0.collective.maxbytes=8B",
+            "workload.0.collective.iters=20",
+            "workload.0.collective.warmup_iters=5",
+        ]);
+        let (time, _) = row(&t, 8);
+        assert!(
+            time / 35.0 <= 1.5 && 35.0 / time <= 1.5,
+            "{servers} servers: {time} us against about 35 measured"
+        );
+    }
+}
+
+/// Back-to-back operations go no faster than the CPU enqueues them: with
+/// `launch_overhead: 100us` and 8 bytes, every timed iteration after the first takes
+/// exactly 100 us (the GPU's work is shorter), so the median is 100 us.
+#[test]
+fn the_cpu_enqueue_cost_is_a_floor_between_operations() {
+    let sc = h100(&[
+        "workload.0.collective.minbytes=8B",
+        "workload.0.collective.maxbytes=8B",
+        "workload.0.collective.iters=9",
+        "workload.0.collective.launch_overhead=100us",
+    ]);
+    let s = summarize(&sc, &run(&sc));
+    let r = &s.collectives[0].rows[0];
+    assert_eq!(r.p50_us, 100.0, "{r:?}");
+    assert!(r.time_us > 100.0 && r.time_us < 110.0, "{r:?}");
+}
+
+/// One server on NVLink alone, NCCL's default choice: measured busbw 274.5 / 334.3 /
+/// 347.6 / 360.1 GB/s at 32 MiB / 128 MiB / 256 MiB / 1 GiB; doorbell 306 / 357 / 363 /
+/// 368 (+12%, +7%, +4%, +2%), each within 15%. NVLink runs at NCCL's 18 x 20.6 GB/s,
+/// not the 450 GB/s line rate.
+#[test]
+fn one_server_on_nvlink_matches_measured_busbw() {
+    let t = table(&[
+        "topology.hosts_per_leaf=1",
+        "workload.0.collective.minbytes=32MiB",
+        "workload.0.collective.maxbytes=1GiB",
+        "workload.0.collective.iters=2",
+    ]);
+    for (size, measured) in [
+        (32 * MIB, 274.5),
+        (128 * MIB, 334.3),
+        (256 * MIB, 347.6),
+        (1024 * MIB, 360.1),
+    ] {
+        let (_, busbw) = row(&t, size);
+        let err = (busbw - measured) / measured;
+        assert!(
+            err.abs() <= 0.15,
+            "{size} B: {busbw} GB/s against {measured} ({:+.1}%)",
+            err * 100.0
+        );
+    }
+}
+
+/// The plateau falls with scale as measured: forced ring at 1 GiB on 2 servers within 5%
+/// of 392.7 GB/s; the default at 256 MiB within 5% of 365.8 GB/s on 4 servers and of
+/// 320.7 GB/s on 8 (NCCL's default tuning).
+#[test]
+fn the_busbw_plateau_falls_with_scale_as_measured() {
+    let one = |set: &[&str], size: u64, measured: f64| {
+        let t = table(set);
+        let (_, busbw) = row(&t, size);
+        let err = (busbw - measured) / measured;
+        assert!(
+            err.abs() <= 0.05,
+            "{set:?}: {busbw} GB/s against {measured} ({:+.1}%)",
+            err * 100.0
+        );
+    };
+    let single = |size: &'static str| {
+        [
+            format!("workload.0.collective.minbytes={size}"),
+            format!("workload.0.collective.maxbytes={size}"),
+            "workload.0.collective.iters=2".to_string(),
+            "workload.0.collective.warmup_iters=0".to_string(),
+        ]
+    };
+    let s = single("1GiB");
+    let mut set: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
+    set.push("workload.0.collective.algorithm=ring");
+    one(&set, 1024 * MIB, 392.7);
+    let s = single("256MiB");
+    for (servers, measured) in [("4", 365.8), ("8", 320.7)] {
+        let hosts = format!("topology.hosts_per_leaf={servers}");
+        let mut set: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
+        set.push(&hosts);
+        one(&set, 256 * MIB, measured);
+    }
+}
+
+/// Tree and in-network allreduce bind each channel to another GPU and NIC, as NCCL
+/// does: on 2 x 8 at 1 GiB every NIC carries data and both reach at least 90% of the
+/// forced ring's measured 392.7 GB/s (doorbell: 378 and 379 GB/s; before, one NIC per
+/// server carried everything and tree reached 92 GB/s).
+#[test]
+fn tree_and_in_network_use_every_nic() {
+    for algorithm in ["tree", "in_network"] {
+        let a = format!("workload.0.collective.algorithm={algorithm}");
+        let sc = h100(&[
+            &a,
+            "workload.0.collective.minbytes=1GiB",
+            "workload.0.collective.maxbytes=1GiB",
+            "workload.0.collective.iters=1",
+            "workload.0.collective.warmup_iters=0",
+        ]);
+        let out = run(&sc);
+        let s = summarize(&sc, &out);
+        let busbw = s.collectives[0].rows[0].busbw_gbs;
+        assert!(busbw >= 0.9 * 392.7, "{algorithm}: {busbw} GB/s");
+        // Ports 0..16 are the 16 NICs' uplinks; each carries at least half its share.
+        let total: u64 = out.ports[..16].iter().map(|p| p.tx_bytes).sum();
+        for (i, p) in out.ports[..16].iter().enumerate() {
+            assert!(
+                p.tx_bytes * 32 >= total,
+                "{algorithm}: NIC {i} sent {} of {total} B",
+                p.tx_bytes
+            );
+        }
+    }
+}
+
+/// LL puts twice the data on the wire and LL128 128/120 of it (in whole lines): the bytes
+/// of an 8 MiB ring allreduce's network transfers, by protocol.
+#[test]
+fn protocols_frame_the_data_as_nccl_does() {
+    let bytes = |proto: &str| -> u64 {
+        let p = format!("workload.0.collective.protocol={proto}");
+        let sc = h100(&[
+            &p,
+            "workload.0.collective.algorithm=ring",
+            "workload.0.collective.minbytes=8MiB",
+            "workload.0.collective.maxbytes=8MiB",
+            "workload.0.collective.iters=1",
+            "workload.0.collective.warmup_iters=0",
+        ]);
+        run(&sc).flows.iter().map(|f| f.def.size).sum()
+    };
+    let simple = bytes("simple");
+    assert_eq!(bytes("ll"), 2 * simple);
+    // Every piece is 8 MiB / 16 channels / 16 ranks = 32 KiB, in ceil(32768 / 120) = 274
+    // lines of 128 B: 35,072 B.
+    assert_eq!(bytes("ll128"), simple / 32_768 * 35_072);
+}
