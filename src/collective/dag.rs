@@ -10,7 +10,11 @@
 //! - `hierarchical` (the guide's "two-hop aggregation"): groups are leaves (a chain
 //!   inside each host first, then between the leaf's hosts); the leaders, one per leaf,
 //!   run a ring allreduce across the spines, so each chunk crosses the spine layer
-//!   2(L - 1)/L times per leader instead of once per rank.
+//!   2(L - 1)/L times per leader instead of once per rank. When every server holds the
+//!   same number of ranks (two or more), the hierarchy has a leader per rail instead
+//!   (`build_rail_hierarchical`): a reduce-scatter inside each server, the two-level
+//!   ring per rail on its shard, an all-gather inside each server, so each NIC carries
+//!   its rail's share.
 //!
 //! The buffer is split across channels and into `chunk`-sized chunks that pipeline
 //! through the graph; each chunk is cut into pieces (one per leader for the ring, one per
@@ -128,161 +132,16 @@ pub fn build(
             let ej = (e - j * chunk_elems).min(chunk_elems);
             let piece_bytes = |i: u64| (ej / pieces + u64::from(i < ej % pieces)) * elem_bytes;
             let slot = |i: u64| (j * pieces + i) as u32;
-            // 1. Chains into each leader, per piece.
-            let mut into_leader = vec![vec![None::<u32>; pieces as usize]; g_count];
-            for (g, members) in groups.iter().enumerate() {
-                for i in 0..pieces {
-                    let mut prev: Option<u32> = None;
-                    for idx in (1..members.len()).rev() {
-                        let deps: Vec<u32> = prev.into_iter().collect();
-                        prev = Some(b.node(
-                            DNode {
-                                src: members[idx],
-                                dst: members[idx - 1],
-                                channel: c,
-                                slot: slot(i),
-                                bytes: piece_bytes(i),
-                                reduce: true,
-                            },
-                            &deps,
-                        ));
-                    }
-                    into_leader[g][i as usize] = prev;
-                }
-            }
-            let leader = |g: usize| groups[g][0];
-            let own = |g: usize, i: usize| -> Vec<u32> { into_leader[g][i].into_iter().collect() };
-            // 2. Among the leaders; `final_deps[g][i]`: what makes piece i final at g.
-            let mut final_deps: Vec<Vec<Vec<u32>>> =
-                vec![vec![Vec::new(); pieces as usize]; g_count];
-            if g_count == 1 {
-                final_deps[0][0] = own(0, 0);
-            } else {
-                match kind {
-                    TwoLevel::LeaderRing => {
-                        let l = g_count as u64;
-                        // step s: position q sends piece (q - s) mod L to q + 1.
-                        let mut step_node = vec![vec![0u32; (2 * l - 2) as usize]; g_count];
-                        for s in 0..2 * l - 2 {
-                            for q in 0..l {
-                                let piece = ((q + l - s % l) % l) as usize;
-                                let to = ((q + 1) % l) as usize;
-                                let reduce = s < l - 1;
-                                let mut deps = if s == 0 {
-                                    own(q as usize, piece)
-                                } else {
-                                    vec![step_node[((q + l - 1) % l) as usize][(s - 1) as usize]]
-                                };
-                                if reduce {
-                                    // The receiver adds into its own group's partial.
-                                    deps.extend(own(to, piece));
-                                }
-                                step_node[q as usize][s as usize] = b.node(
-                                    DNode {
-                                        src: leader(q as usize),
-                                        dst: leader(to),
-                                        channel: c,
-                                        slot: slot(piece as u64),
-                                        bytes: piece_bytes(piece as u64),
-                                        reduce,
-                                    },
-                                    &deps,
-                                );
-                            }
-                        }
-                        // Piece p is final at q when the transfer that completes it lands.
-                        for q in 0..l {
-                            let from = ((q + l - 1) % l) as usize;
-                            // The last reduce-scatter step, then every allgather step.
-                            for s in l - 2..2 * l - 2 {
-                                let piece = ((from as u64 + l - s % l) % l) as usize;
-                                final_deps[q as usize][piece] = vec![step_node[from][s as usize]];
-                            }
-                        }
-                    }
-                    TwoLevel::DoubleTree => {
-                        let n = g_count;
-                        #[allow(clippy::needless_range_loop)] // i names the tree and its piece
-                        for i in 0..2usize {
-                            // Tree 0 is a heap over group indices; tree 1 its mirror.
-                            let id = |g: usize| if i == 0 { g } else { n - 1 - g };
-                            let parent = |g: usize| -> Option<usize> {
-                                let k = id(g);
-                                (k > 0).then(|| id((k - 1) / 2))
-                            };
-                            let children = |g: usize| -> Vec<usize> {
-                                let k = id(g);
-                                [2 * k + 1, 2 * k + 2]
-                                    .into_iter()
-                                    .filter(|&x| x < n)
-                                    .map(id)
-                                    .collect()
-                            };
-                            // Up, leaves first: by decreasing heap index.
-                            let mut up = vec![None::<u32>; n];
-                            for k in (1..n).rev() {
-                                let g = id(k);
-                                let mut deps = own(g, i);
-                                deps.extend(children(g).iter().filter_map(|&ch| up[ch]));
-                                up[g] = Some(b.node(
-                                    DNode {
-                                        src: leader(g),
-                                        dst: leader(parent(g).expect("not the root")),
-                                        channel: c,
-                                        slot: slot(i as u64),
-                                        bytes: piece_bytes(i as u64),
-                                        reduce: true,
-                                    },
-                                    &deps,
-                                ));
-                            }
-                            let root = id(0);
-                            let mut root_deps = own(root, i);
-                            root_deps.extend(children(root).iter().filter_map(|&ch| up[ch]));
-                            final_deps[root][i] = root_deps;
-                            // Down, root first: by increasing heap index.
-                            for k in 0..n {
-                                let g = id(k);
-                                for ch in children(g) {
-                                    let deps = final_deps[g][i].clone();
-                                    let d = b.node(
-                                        DNode {
-                                            src: leader(g),
-                                            dst: leader(ch),
-                                            channel: c,
-                                            slot: slot(i as u64),
-                                            bytes: piece_bytes(i as u64),
-                                            reduce: false,
-                                        },
-                                        &deps,
-                                    );
-                                    final_deps[ch][i] = vec![d];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            // 3. Back down each chain, per piece.
-            for (g, members) in groups.iter().enumerate() {
-                for i in 0..pieces {
-                    let mut deps = final_deps[g][i as usize].clone();
-                    for idx in 0..members.len().saturating_sub(1) {
-                        let d = b.node(
-                            DNode {
-                                src: members[idx],
-                                dst: members[idx + 1],
-                                channel: c,
-                                slot: slot(i),
-                                bytes: piece_bytes(i),
-                                reduce: false,
-                            },
-                            &deps,
-                        );
-                        deps = vec![d];
-                    }
-                }
-            }
+            two_level_chunk(
+                &mut b,
+                kind,
+                groups,
+                c,
+                pieces,
+                &slot,
+                &piece_bytes,
+                &|_, _| Vec::new(),
+            );
         }
     }
     finish(
@@ -291,6 +150,292 @@ pub fn build(
         elems
             .iter()
             .map(|&e| (e.div_ceil(chunk_elems).max(1) * pieces) as u32)
+            .collect(),
+    )
+}
+
+/// One chunk of a two-level allreduce over `groups` (leader first), cut into `pieces`:
+/// chains into the leaders (each hop adding its sender's data), the leaders' algorithm,
+/// and chains back down. Piece `i` reads and writes slot `slot(i)` and moves
+/// `piece_bytes(i)`; `ready(rank, i)` are the transfers that must land at `rank` before
+/// it sends piece `i` on (its data is not complete before). Returns, per rank of the
+/// groups and piece, the transfers after which it holds the final piece.
+#[allow(clippy::too_many_arguments)]
+fn two_level_chunk(
+    b: &mut Builder,
+    kind: TwoLevel,
+    groups: &[Vec<u32>],
+    c: u32,
+    pieces: u64,
+    slot: &dyn Fn(u64) -> u32,
+    piece_bytes: &dyn Fn(u64) -> u64,
+    ready: &dyn Fn(u32, u64) -> Vec<u32>,
+) -> Vec<(u32, u64, Vec<u32>)> {
+    let g_count = groups.len();
+    let mut finals = Vec::new();
+    // 1. Chains into each leader, per piece.
+    let mut into_leader = vec![vec![None::<u32>; pieces as usize]; g_count];
+    for (g, members) in groups.iter().enumerate() {
+        for i in 0..pieces {
+            let mut prev: Option<u32> = None;
+            for idx in (1..members.len()).rev() {
+                let mut deps: Vec<u32> = prev.into_iter().collect();
+                deps.extend(ready(members[idx], i));
+                prev = Some(b.node(
+                    DNode {
+                        src: members[idx],
+                        dst: members[idx - 1],
+                        channel: c,
+                        slot: slot(i),
+                        bytes: piece_bytes(i),
+                        reduce: true,
+                    },
+                    &deps,
+                ));
+            }
+            into_leader[g][i as usize] = prev;
+        }
+    }
+    let leader = |g: usize| groups[g][0];
+    // What the leader holds of its group: the chain into it, and its own data.
+    let own = |g: usize, i: usize| -> Vec<u32> {
+        let mut v: Vec<u32> = into_leader[g][i].into_iter().collect();
+        v.extend(ready(leader(g), i as u64));
+        v
+    };
+    // 2. Among the leaders; `final_deps[g][i]`: what makes piece i final at g.
+    let mut final_deps: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); pieces as usize]; g_count];
+    if g_count == 1 {
+        final_deps[0][0] = own(0, 0);
+    } else {
+        match kind {
+            TwoLevel::LeaderRing => {
+                let l = g_count as u64;
+                // step s: position q sends piece (q - s) mod L to q + 1.
+                let mut step_node = vec![vec![0u32; (2 * l - 2) as usize]; g_count];
+                for s in 0..2 * l - 2 {
+                    for q in 0..l {
+                        let piece = ((q + l - s % l) % l) as usize;
+                        let to = ((q + 1) % l) as usize;
+                        let reduce = s < l - 1;
+                        let mut deps = if s == 0 {
+                            own(q as usize, piece)
+                        } else {
+                            vec![step_node[((q + l - 1) % l) as usize][(s - 1) as usize]]
+                        };
+                        if reduce {
+                            // The receiver adds into its own group's partial.
+                            deps.extend(own(to, piece));
+                        }
+                        step_node[q as usize][s as usize] = b.node(
+                            DNode {
+                                src: leader(q as usize),
+                                dst: leader(to),
+                                channel: c,
+                                slot: slot(piece as u64),
+                                bytes: piece_bytes(piece as u64),
+                                reduce,
+                            },
+                            &deps,
+                        );
+                    }
+                }
+                // Piece p is final at q when the transfer that completes it lands.
+                for q in 0..l {
+                    let from = ((q + l - 1) % l) as usize;
+                    // The last reduce-scatter step, then every allgather step.
+                    for s in l - 2..2 * l - 2 {
+                        let piece = ((from as u64 + l - s % l) % l) as usize;
+                        final_deps[q as usize][piece] = vec![step_node[from][s as usize]];
+                    }
+                }
+            }
+            TwoLevel::DoubleTree => {
+                let n = g_count;
+                #[allow(clippy::needless_range_loop)] // i names the tree and its piece
+                for i in 0..2usize {
+                    // Tree 0 is a heap over group indices; tree 1 its mirror.
+                    let id = |g: usize| if i == 0 { g } else { n - 1 - g };
+                    let parent = |g: usize| -> Option<usize> {
+                        let k = id(g);
+                        (k > 0).then(|| id((k - 1) / 2))
+                    };
+                    let children = |g: usize| -> Vec<usize> {
+                        let k = id(g);
+                        [2 * k + 1, 2 * k + 2]
+                            .into_iter()
+                            .filter(|&x| x < n)
+                            .map(id)
+                            .collect()
+                    };
+                    // Up, leaves first: by decreasing heap index.
+                    let mut up = vec![None::<u32>; n];
+                    for k in (1..n).rev() {
+                        let g = id(k);
+                        let mut deps = own(g, i);
+                        deps.extend(children(g).iter().filter_map(|&ch| up[ch]));
+                        up[g] = Some(b.node(
+                            DNode {
+                                src: leader(g),
+                                dst: leader(parent(g).expect("not the root")),
+                                channel: c,
+                                slot: slot(i as u64),
+                                bytes: piece_bytes(i as u64),
+                                reduce: true,
+                            },
+                            &deps,
+                        ));
+                    }
+                    let root = id(0);
+                    let mut root_deps = own(root, i);
+                    root_deps.extend(children(root).iter().filter_map(|&ch| up[ch]));
+                    final_deps[root][i] = root_deps;
+                    // Down, root first: by increasing heap index.
+                    for k in 0..n {
+                        let g = id(k);
+                        for ch in children(g) {
+                            let deps = final_deps[g][i].clone();
+                            let d = b.node(
+                                DNode {
+                                    src: leader(g),
+                                    dst: leader(ch),
+                                    channel: c,
+                                    slot: slot(i as u64),
+                                    bytes: piece_bytes(i as u64),
+                                    reduce: false,
+                                },
+                                &deps,
+                            );
+                            final_deps[ch][i] = vec![d];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // 3. Back down each chain, per piece.
+    for (g, members) in groups.iter().enumerate() {
+        for i in 0..pieces {
+            let mut deps = final_deps[g][i as usize].clone();
+            finals.push((members[0], i, deps.clone()));
+            for idx in 0..members.len().saturating_sub(1) {
+                let d = b.node(
+                    DNode {
+                        src: members[idx],
+                        dst: members[idx + 1],
+                        channel: c,
+                        slot: slot(i),
+                        bytes: piece_bytes(i),
+                        reduce: false,
+                    },
+                    &deps,
+                );
+                deps = vec![d];
+                finals.push((members[idx + 1], i, deps.clone()));
+            }
+        }
+    }
+    finals
+}
+
+/// Hierarchical allreduce with a leader per rail, for servers with the same number of
+/// ranks `g` (`servers[x]`: server x's ranks, by GPU): each chunk is cut into `g` shards;
+/// inside every server the ranks reduce-scatter over NVLink (GPU s gathers shard s),
+/// each rail s (GPU s of every server, `rails[s]`: its ranks grouped by leaf, leader
+/// first) runs the two-level allreduce of its shard (a chain inside each leaf, the
+/// leaders' ring across the spines, back down), and the servers all-gather the shards.
+/// So each NIC carries its rail's shard, not the whole buffer (NCCL's rail-aligned
+/// hierarchy; PXN keeps every transfer on its rail).
+pub fn build_rail_hierarchical(
+    servers: &[Vec<u32>],
+    rails: &[Vec<Vec<u32>>],
+    elems: &[u64],
+    chunk_elems: u64,
+    elem_bytes: u64,
+) -> Dag {
+    let g = servers[0].len() as u64;
+    let pieces = rails[0].len().max(1) as u64;
+    let per_chunk = g * pieces;
+    let mut b = Builder::default();
+    let max_chunks = chunks_max(elems, chunk_elems);
+    let n = servers.iter().map(|x| x.len()).sum::<usize>();
+    let mut server_of = vec![0usize; n];
+    for (x, members) in servers.iter().enumerate() {
+        for &k in members {
+            server_of[k as usize] = x;
+        }
+    }
+    for (c, &e) in elems.iter().enumerate() {
+        let c = c as u32;
+        let chunks = e.div_ceil(chunk_elems).max(1);
+        for j in 0..chunks {
+            let ej = (e - j * chunk_elems).min(chunk_elems);
+            let shard = |s: u64| ej / g + u64::from(s < ej % g);
+            let bytes = |s: u64, i: u64| {
+                (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes
+            };
+            let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
+            // 1. Reduce-scatter inside each server: every rank sends shard s to GPU s.
+            let mut into: Vec<Vec<u32>> = vec![Vec::new(); n * pieces as usize];
+            for members in servers {
+                for s in 0..g {
+                    let owner = members[s as usize];
+                    for i in 0..pieces {
+                        for &k in members.iter().filter(|&&k| k != owner) {
+                            let d = b.node(
+                                DNode {
+                                    src: k,
+                                    dst: owner,
+                                    channel: c,
+                                    slot: slot(s, i),
+                                    bytes: bytes(s, i),
+                                    reduce: true,
+                                },
+                                &[],
+                            );
+                            into[owner as usize * pieces as usize + i as usize].push(d);
+                        }
+                    }
+                }
+            }
+            // 2. Each rail's shard across the servers, then 3. all-gather inside each.
+            for (s, groups) in rails.iter().enumerate() {
+                let s = s as u64;
+                let finals = two_level_chunk(
+                    &mut b,
+                    TwoLevel::LeaderRing,
+                    groups,
+                    c,
+                    pieces,
+                    &|i| slot(s, i),
+                    &|i| bytes(s, i),
+                    &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+                );
+                for (rank, i, deps) in finals {
+                    let members = &servers[server_of[rank as usize]];
+                    for &k in members.iter().filter(|&&k| k != rank) {
+                        b.node(
+                            DNode {
+                                src: rank,
+                                dst: k,
+                                channel: c,
+                                slot: slot(s, i),
+                                bytes: bytes(s, i),
+                                reduce: false,
+                            },
+                            &deps,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    finish(
+        b,
+        (max_chunks * per_chunk) as u32,
+        elems
+            .iter()
+            .map(|&e| (e.div_ceil(chunk_elems).max(1) * per_chunk) as u32)
             .collect(),
     )
 }
@@ -319,6 +464,44 @@ pub fn channel_groups(groups: &[Vec<u32>], ranks: &[RankLoc], c: u32) -> Vec<Vec
             out
         })
         .collect()
+}
+
+/// The ranks by server, and per rail its ranks grouped by leaf.
+pub type RailShape = (Vec<Vec<u32>>, Vec<Vec<Vec<u32>>>);
+
+/// The shape of a rail-aligned hierarchy: the ranks by server (by GPU) and, per rail
+/// (GPU index), that rail's ranks grouped by leaf (by server inside a group). `None`
+/// when servers hold different numbers of ranks, a server holds one, or rails span
+/// different numbers of leaves (the plain hierarchy runs then).
+pub fn rail_shape(ranks: &[RankLoc], leaf_of: &impl Fn(u32) -> u32) -> Option<RailShape> {
+    let servers = groups(TwoLevel::DoubleTree, ranks, leaf_of);
+    let g = servers[0].len();
+    if g < 2 || servers.iter().any(|m| m.len() != g) {
+        return None;
+    }
+    let rails: Vec<Vec<Vec<u32>>> = (0..g)
+        .map(|s| {
+            let rail: Vec<RankLoc> = servers.iter().map(|m| ranks[m[s] as usize]).collect();
+            let ids: Vec<u32> = servers.iter().map(|m| m[s]).collect();
+            let mut leaves: Vec<u32> = rail.iter().map(|r| leaf_of(r.port)).collect();
+            leaves.sort_unstable();
+            leaves.dedup();
+            leaves
+                .iter()
+                .map(|&l| {
+                    ids.iter()
+                        .copied()
+                        .filter(|&k| leaf_of(ranks[k as usize].port) == l)
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let l = rails[0].len();
+    rails
+        .iter()
+        .all(|r| r.len() == l)
+        .then_some((servers, rails))
 }
 
 /// Groups for `kind`: hosts (tree) or leaves (hierarchical), each sorted so that a host's

@@ -426,6 +426,9 @@ pub struct CollectiveRun {
     in_order: Vec<Vec<(u32, SimTime)>>,
     /// Distinct servers the ranks are on.
     nodes: u32,
+    /// Hierarchical: the ranks by server and each rail's leaf groups, when a leader per
+    /// rail applies (`dag::rail_shape`).
+    rail_shape: Option<dag::RailShape>,
     /// When the CPU has enqueued the operations so far (nccl-tests enqueues them back
     /// to back and waits for the GPU after the warm-up and after each size).
     cpu_ready: SimTime,
@@ -481,6 +484,9 @@ impl CollectiveRun {
             _ => None,
         };
         let two_level = kind.map(|k| (k, dag::groups(k, &ranks, &leaf_of)));
+        let rail_shape = (kind == Some(TwoLevel::LeaderRing))
+            .then(|| dag::rail_shape(&ranks, &leaf_of))
+            .flatten();
         let in_network = (cfg.algorithm == CollectiveAlgorithm::InNetwork).then(|| {
             // Ranks by host (the CollNet chain's groups), and each rank's leaf.
             let groups = dag::groups(TwoLevel::DoubleTree, &ranks, &leaf_of);
@@ -539,6 +545,7 @@ impl CollectiveRun {
                 s.len() as u32
             },
             cpu_ready: SimTime::ZERO,
+            rail_shape,
             algo: choices[0].0,
             proto: choices[0].1,
             wake: None,
@@ -745,6 +752,16 @@ impl CollectiveRun {
                     .collect();
                 let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
                 self.dag = match (&self.two_level, &self.in_network) {
+                    (Some((TwoLevel::LeaderRing, _)), _) if self.rail_shape.is_some() => {
+                        let (servers, rails) = self.rail_shape.as_ref().expect("checked");
+                        dag::build_rail_hierarchical(
+                            servers,
+                            rails,
+                            &per_channel,
+                            chunk_elems,
+                            ELEMENT_BYTES,
+                        )
+                    }
                     (Some((kind, groups)), _) => dag::build(
                         *kind,
                         groups,
