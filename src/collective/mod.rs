@@ -34,7 +34,9 @@
 //! channels and threads, and slot flow control inside the graphs.
 
 pub mod dag;
+mod placement;
 pub mod protocol;
+mod ring;
 pub mod spec;
 mod summary;
 pub mod tuner;
@@ -43,8 +45,10 @@ pub use summary::{algorithm_name, collective_csv, nccl_table, summarize, Collect
 
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
 use dag::{Dag, TwoLevel};
+pub use placement::{place, place_on, ring_order, RankLoc};
 pub use protocol::Protocol;
 pub use spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
+pub use tuner::choices;
 
 /// Ring slots per channel whose contents each rank tracks (every slot when there are no
 /// more; else an even sample), so that `#wrong` costs memory linear in the ranks.
@@ -153,172 +157,6 @@ pub fn busbw_factor(op: CollectiveOp, n: u32) -> f64 {
         }
         CollectiveOp::Broadcast => 1.0,
     }
-}
-
-/// Per size: the algorithm and protocol the run uses, as given or as NCCL's tuner
-/// chooses under `auto`.
-pub fn choices(
-    c: &Collective,
-    ranks: &[RankLoc],
-    net_gbps: f64,
-) -> Vec<(CollectiveAlgorithm, Protocol)> {
-    let mut servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
-    servers.sort_unstable();
-    servers.dedup();
-    let input = tuner::TunerInput {
-        op: c.op,
-        ranks: ranks.len() as u32,
-        nodes: servers.len() as u32,
-        channels: c.channels,
-        intra_gbps: c.intra_rate.0 as f64 / 8e9,
-        net_gbps,
-    };
-    let algorithms: &[CollectiveAlgorithm] = match c.algorithm {
-        CollectiveAlgorithm::Auto if c.op == CollectiveOp::Allreduce => {
-            &[CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree]
-        }
-        CollectiveAlgorithm::Auto => &[CollectiveAlgorithm::Ring],
-        ref a => std::slice::from_ref(a),
-    };
-    let protocols: &[Protocol] = match &c.protocol {
-        None => &Protocol::ALL,
-        Some(p) => std::slice::from_ref(p),
-    };
-    c.sizes
-        .iter()
-        .map(|&size| {
-            tuner::choose(&input, algorithms, protocols, size)
-                // Hierarchical and in-network are not NCCL's: they run as given.
-                .unwrap_or((
-                    algorithms[0],
-                    protocols.last().copied().unwrap_or(Protocol::Simple),
-                ))
-        })
-        .collect()
-}
-
-/// Where a rank runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RankLoc {
-    pub server: u32,
-    pub gpu: u32,
-    /// The topology host port of its NIC.
-    pub port: u32,
-}
-
-/// The GPUs of the fabric: `servers x gpus_per_host`; global GPU id = server x gpus +
-/// gpu. `port_of(server, gpu)` gives the NIC port a GPU uses.
-pub fn place(
-    c: &Collective,
-    servers: u32,
-    gpus_per_host: u32,
-    port_of: impl Fn(u32, u32) -> u32,
-    rng: &mut impl rand::Rng,
-) -> Result<Vec<RankLoc>, (String, String)> {
-    let total = servers * gpus_per_host;
-    let n = c.ranks.unwrap_or(total);
-    if n < 2 || n > total {
-        return Err((
-            "ranks".into(),
-            format!("expected 2 to {total} ranks (the fabric's GPUs), found {n}"),
-        ));
-    }
-    let ids: Vec<u32> = match &c.placement {
-        PlacementSpec::Packed => (0..n).collect(),
-        PlacementSpec::Striped => (0..n)
-            .map(|r| (r % servers) * gpus_per_host + r / servers)
-            .collect(),
-        PlacementSpec::Random => {
-            let mut all: Vec<u32> = (0..total).collect();
-            for i in 0..n as usize {
-                let j = rng.gen_range(i..all.len());
-                all.swap(i, j);
-            }
-            all.truncate(n as usize);
-            all
-        }
-        PlacementSpec::List(v) => {
-            if v.len() != n as usize {
-                return Err((
-                    "placement".into(),
-                    format!("expected {n} GPU ids (one per rank), found {}", v.len()),
-                ));
-            }
-            let mut seen = vec![false; total as usize];
-            for (i, &g) in v.iter().enumerate() {
-                if g >= total {
-                    return Err((
-                        format!("placement[{i}]"),
-                        format!("GPU {g} does not exist: there are {total} GPUs, numbered from 0"),
-                    ));
-                }
-                if std::mem::replace(&mut seen[g as usize], true) {
-                    return Err((format!("placement[{i}]"), format!("GPU {g} is given twice")));
-                }
-            }
-            v.clone()
-        }
-    };
-    if c.op == CollectiveOp::Broadcast && c.root >= n {
-        return Err((
-            "root".into(),
-            format!("expected a rank below {n}, found {}", c.root),
-        ));
-    }
-    Ok(ids
-        .into_iter()
-        .map(|g| {
-            let (server, gpu) = (g / gpus_per_host, g % gpus_per_host);
-            RankLoc {
-                server,
-                gpu,
-                port: port_of(server, gpu),
-            }
-        })
-        .collect())
-}
-
-/// Places a collective's ranks on the fabric: on the host model's servers, GPUs and NICs
-/// when there is one, else one GPU per topology host. The random placement draws from
-/// the workload item's own stream.
-pub fn place_on(
-    c: &Collective,
-    host: Option<&crate::nic::config::HostConfig>,
-    topology_hosts: u32,
-    seed: u64,
-    item: usize,
-) -> Result<Vec<RankLoc>, (String, String)> {
-    let mut rng = crate::rng::stream(seed, crate::rng::Stream::Workload, item as u64, 1);
-    match host {
-        Some(h) => place(
-            c,
-            h.servers,
-            h.gpus_per_host,
-            |server, gpu| h.port_of(server, h.nic_of_gpu(gpu)),
-            &mut rng,
-        ),
-        None => place(c, topology_hosts, 1, |server, _| server, &mut rng),
-    }
-}
-
-/// Channel `c`'s ring: the ranks in order, with each run of consecutive ranks on one
-/// server rotated by `c`, so that each channel enters and leaves a server through
-/// different GPUs (and with PXN, different rails), as NCCL's rings do.
-pub fn ring_order(ranks: &[RankLoc], c: u32) -> Vec<u32> {
-    let mut order = Vec::with_capacity(ranks.len());
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i + 1;
-        while j < ranks.len() && ranks[j].server == ranks[i].server {
-            j += 1;
-        }
-        let run: Vec<u32> = (i as u32..j as u32).collect();
-        let k = c as usize % run.len();
-        order.extend_from_slice(&run[k..]);
-        order.extend_from_slice(&run[..k]);
-        i = j;
-    }
-    order
 }
 
 /// A transfer the glue must carry: `bytes` from rank `src` to rank `dst` on `channel`.
@@ -470,7 +308,7 @@ impl CollectiveRun {
         net_gbps: f64,
     ) -> CollectiveRun {
         let n = ranks.len() as u32;
-        let choices = choices(cfg, &ranks, net_gbps);
+        let choices = tuner::choices(cfg, &ranks, net_gbps);
         let mut ranks_servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
         ranks_servers.sort_unstable();
         let kind = match cfg.algorithm {
@@ -633,107 +471,6 @@ impl CollectiveRun {
         }
     }
 
-    fn steps_per_loop(&self) -> u32 {
-        match self.cfg.op {
-            CollectiveOp::Allreduce => 2 * (self.n - 1),
-            _ => self.n - 1,
-        }
-    }
-
-    /// Lays out the current size: per channel its elements, split into loops.
-    fn lay_out(&mut self) {
-        let size = self.cfg.sizes[self.size_index];
-        let elems = size.div_ceil(ELEMENT_BYTES);
-        let ch = self.cfg.channels as u64;
-        let n = self.n as u64;
-        let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
-        let per_loop = match self.cfg.op {
-            CollectiveOp::Broadcast => chunk_elems,
-            CollectiveOp::Alltoall => u64::MAX,
-            _ => n * chunk_elems,
-        };
-        let mut loops = Vec::new();
-        for c in 0..ch {
-            let e = elems / ch + u64::from(c < elems % ch);
-            let mut v = Vec::new();
-            let mut left = e;
-            loop {
-                let take = left.min(per_loop);
-                v.push(take);
-                left -= take;
-                if left == 0 {
-                    break;
-                }
-            }
-            loops.push(v);
-        }
-        let max_loops = loops.iter().map(|v| v.len()).max().unwrap_or(1) as u32;
-        let (slots, sends, recvs): (u32, Vec<u32>, Vec<u32>) = match self.cfg.op {
-            CollectiveOp::Broadcast => {
-                // Per rank and channel: the root's successors down the ring forward.
-                let ch = self.cfg.channels;
-                let mut s = vec![0; (self.n * ch) as usize];
-                let mut r = vec![0; (self.n * ch) as usize];
-                for p in 0..self.n {
-                    for c in 0..ch {
-                        let q = self.rel_to_root(p, c);
-                        let i = (p * ch + c) as usize;
-                        s[i] = if q + 1 < self.n { max_loops } else { 0 };
-                        r[i] = if q > 0 { max_loops } else { 0 };
-                    }
-                }
-                (max_loops, s, r)
-            }
-            CollectiveOp::Alltoall => (
-                self.n,
-                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
-                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
-            ),
-            _ => {
-                let spl = self.steps_per_loop();
-                let k = (self.n * self.cfg.channels) as usize;
-                (
-                    max_loops * self.n,
-                    vec![max_loops * spl; k],
-                    vec![max_loops * spl; k],
-                )
-            }
-        };
-        let stride = slots.div_ceil(TRACKED_SLOTS).max(1);
-        self.layout = Layout {
-            loops,
-            stride,
-            tracked: slots.div_ceil(stride),
-            sends,
-            recvs,
-        };
-    }
-
-    /// Where ring slot `slot` of channel `c` is kept in a rank's record, if it is one of
-    /// the tracked slots.
-    fn cell(&self, c: u32, slot: u32) -> Option<usize> {
-        let l = &self.layout;
-        (slot % l.stride == 0).then(|| (c * l.tracked + slot / l.stride) as usize)
-    }
-
-    /// Elements in piece `piece` of loop `l` on channel `c` (0 past the channel's end).
-    fn piece_elems(&self, c: u32, l: u32, piece: u32) -> u64 {
-        let Some(&e) = self.layout.loops[c as usize].get(l as usize) else {
-            return 0;
-        };
-        match self.cfg.op {
-            CollectiveOp::Broadcast => e,
-            CollectiveOp::Alltoall => {
-                let n = self.n as u64;
-                e / n + u64::from((piece as u64) < e % n)
-            }
-            _ => {
-                let n = self.n as u64;
-                e / n + u64::from((piece as u64) < e % n)
-            }
-        }
-    }
-
     /// Starts the first iteration of the first size.
     pub fn start(&mut self, now: SimTime) {
         self.size_index = 0;
@@ -844,121 +581,6 @@ impl CollectiveRun {
         if self.ranks_done == self.n {
             // Nothing to move (cannot happen with 2+ ranks, kept for safety).
             self.finish_iteration(now);
-        }
-    }
-
-    fn rank_finished(&self, p: u32) -> bool {
-        (0..self.cfg.channels).all(|c| {
-            let i = (p * self.cfg.channels + c) as usize;
-            let g = &self.progress[i];
-            g.next_send >= self.layout.sends[i] && g.recv_done >= self.layout.recvs[i]
-        })
-    }
-
-    /// Ring position of rank `p` on channel `c`, counted from the root's.
-    fn rel_to_root(&self, p: u32, c: u32) -> u32 {
-        let pos = &self.positions[c as usize];
-        (pos[p as usize] + self.n - pos[self.cfg.root as usize]) % self.n
-    }
-
-    /// The rank after rank `p` on channel `c`'s ring.
-    fn next_in_ring(&self, p: u32, c: u32) -> u32 {
-        let q = self.positions[c as usize][p as usize];
-        self.rings[c as usize][((q + 1) % self.n) as usize]
-    }
-
-    /// Posts every send of rank `p` on channel `c` that is ready, in program order.
-    fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
-        let n = self.n;
-        let idx = (p * self.cfg.channels + c) as usize;
-        loop {
-            let g = self.progress[idx];
-            let k = g.next_send;
-            if k >= self.layout.sends[idx] {
-                return;
-            }
-            // What to send, to whom, and whether it waits for a receive.
-            let (dst, slot, reduce, ready) = match self.cfg.op {
-                CollectiveOp::Broadcast => {
-                    let q = self.rel_to_root(p, c);
-                    (self.next_in_ring(p, c), k, false, q == 0 || g.recv_done > k)
-                }
-                CollectiveOp::Alltoall => {
-                    let dst = (p + 1 + k) % n;
-                    // The receiver stores it in the slot named after the sender.
-                    (dst, p, false, true)
-                }
-                _ => {
-                    let spl = self.steps_per_loop();
-                    let (l, s) = (k / spl, k % spl);
-                    let q = self.positions[c as usize][p as usize];
-                    let piece = (q + n - s % n) % n;
-                    let reduce = match self.cfg.op {
-                        CollectiveOp::Allreduce => s < n - 1,
-                        CollectiveOp::ReduceScatter => true,
-                        _ => false,
-                    };
-                    (
-                        self.next_in_ring(p, c),
-                        l * n + piece,
-                        reduce,
-                        s == 0 || g.recv_done >= k,
-                    )
-                }
-            };
-            // NCCL_STEPS buffer slots per connection: at most that many steps sent and
-            // not yet taken by the receiver (alltoall's peers each have their own).
-            let slot_free = self.cfg.op == CollectiveOp::Alltoall || {
-                let d = (dst * self.cfg.channels + c) as usize;
-                k < self.progress[d].recv_done + protocol::NCCL_STEPS
-            };
-            if !ready || !slot_free {
-                return;
-            }
-            let elems = match self.cfg.op {
-                CollectiveOp::Broadcast => self.piece_elems(c, slot, 0),
-                CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
-                _ => self.piece_elems(c, slot / n, slot % n),
-            };
-            let (count, sum) = match self.cfg.op {
-                // The sender's own data for that receiver.
-                CollectiveOp::Alltoall => (1, hash(p)),
-                // An untracked slot carries no record.
-                _ => self
-                    .cell(c, slot)
-                    .map_or((0, 0), |i| self.buf[p as usize][i]),
-            };
-            let x = Xfer {
-                src: p,
-                dst,
-                channel: c,
-                slot,
-                reduce,
-                bytes: elems * ELEMENT_BYTES,
-                count,
-                sum,
-            };
-            let id = match self.free_xfers.pop() {
-                Some(i) => {
-                    self.xfers[i as usize] = x;
-                    i
-                }
-                None => {
-                    self.xfers.push(x);
-                    (self.xfers.len() - 1) as u32
-                }
-            };
-            self.progress[idx].next_send += 1;
-            out.push(Send {
-                xfer: id,
-                src: p,
-                dst,
-                channel: c,
-                bytes: self.proto.wire_bytes(x.bytes),
-            });
-            if self.rank_finished(p) {
-                self.ranks_done += 1;
-            }
         }
     }
 

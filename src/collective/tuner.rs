@@ -21,7 +21,7 @@
 //! per-size channel and thread reduction (`getChannnelThreadInfo`) and tuner plugins.
 
 use super::protocol::{launch_latency, net_step_latency, nvlink_step_latency, Protocol};
-use super::{CollectiveAlgorithm, CollectiveOp};
+use super::{Collective, CollectiveAlgorithm, CollectiveOp, RankLoc};
 
 /// What the tuner knows of the communicator.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -183,6 +183,48 @@ pub fn choose(
         }
     }
     best.map(|(_, a, p)| (a, p))
+}
+
+/// Per size: the algorithm and protocol the run uses, as given or as NCCL's tuner
+/// chooses under `auto`.
+pub fn choices(
+    c: &Collective,
+    ranks: &[RankLoc],
+    net_gbps: f64,
+) -> Vec<(CollectiveAlgorithm, Protocol)> {
+    let mut servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let input = TunerInput {
+        op: c.op,
+        ranks: ranks.len() as u32,
+        nodes: servers.len() as u32,
+        channels: c.channels,
+        intra_gbps: c.intra_rate.0 as f64 / 8e9,
+        net_gbps,
+    };
+    let algorithms: &[CollectiveAlgorithm] = match c.algorithm {
+        CollectiveAlgorithm::Auto if c.op == CollectiveOp::Allreduce => {
+            &[CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree]
+        }
+        CollectiveAlgorithm::Auto => &[CollectiveAlgorithm::Ring],
+        ref a => std::slice::from_ref(a),
+    };
+    let protocols: &[Protocol] = match &c.protocol {
+        None => &Protocol::ALL,
+        Some(p) => std::slice::from_ref(p),
+    };
+    c.sizes
+        .iter()
+        .map(|&size| {
+            choose(&input, algorithms, protocols, size)
+                // Hierarchical and in-network are not NCCL's: they run as given.
+                .unwrap_or((
+                    algorithms[0],
+                    protocols.last().copied().unwrap_or(Protocol::Simple),
+                ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

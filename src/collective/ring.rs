@@ -1,0 +1,226 @@
+//! The ring runtime's rules (NCCL's `src/device/all_reduce.h`, `prims_simple.h`): how a
+//! size is laid out in loops and pieces per channel, which piece a rank sends at each
+//! step and to whom, and when a send is ready (its predecessor's piece has landed and
+//! the receiver has a buffer slot free). The state lives in `CollectiveRun`.
+
+use super::{
+    hash, protocol, CollectiveOp, CollectiveRun, Layout, Send, Xfer, ELEMENT_BYTES, TRACKED_SLOTS,
+};
+
+impl CollectiveRun {
+    pub(super) fn steps_per_loop(&self) -> u32 {
+        match self.cfg.op {
+            CollectiveOp::Allreduce => 2 * (self.n - 1),
+            _ => self.n - 1,
+        }
+    }
+
+    /// Lays out the current size: per channel its elements, split into loops.
+    pub(super) fn lay_out(&mut self) {
+        let size = self.cfg.sizes[self.size_index];
+        let elems = size.div_ceil(ELEMENT_BYTES);
+        let ch = self.cfg.channels as u64;
+        let n = self.n as u64;
+        let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
+        let per_loop = match self.cfg.op {
+            CollectiveOp::Broadcast => chunk_elems,
+            CollectiveOp::Alltoall => u64::MAX,
+            _ => n * chunk_elems,
+        };
+        let mut loops = Vec::new();
+        for c in 0..ch {
+            let e = elems / ch + u64::from(c < elems % ch);
+            let mut v = Vec::new();
+            let mut left = e;
+            loop {
+                let take = left.min(per_loop);
+                v.push(take);
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            loops.push(v);
+        }
+        let max_loops = loops.iter().map(|v| v.len()).max().unwrap_or(1) as u32;
+        let (slots, sends, recvs): (u32, Vec<u32>, Vec<u32>) = match self.cfg.op {
+            CollectiveOp::Broadcast => {
+                // Per rank and channel: the root's successors down the ring forward.
+                let ch = self.cfg.channels;
+                let mut s = vec![0; (self.n * ch) as usize];
+                let mut r = vec![0; (self.n * ch) as usize];
+                for p in 0..self.n {
+                    for c in 0..ch {
+                        let q = self.rel_to_root(p, c);
+                        let i = (p * ch + c) as usize;
+                        s[i] = if q + 1 < self.n { max_loops } else { 0 };
+                        r[i] = if q > 0 { max_loops } else { 0 };
+                    }
+                }
+                (max_loops, s, r)
+            }
+            CollectiveOp::Alltoall => (
+                self.n,
+                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
+                vec![self.n - 1; (self.n * self.cfg.channels) as usize],
+            ),
+            _ => {
+                let spl = self.steps_per_loop();
+                let k = (self.n * self.cfg.channels) as usize;
+                (
+                    max_loops * self.n,
+                    vec![max_loops * spl; k],
+                    vec![max_loops * spl; k],
+                )
+            }
+        };
+        let stride = slots.div_ceil(TRACKED_SLOTS).max(1);
+        self.layout = Layout {
+            loops,
+            stride,
+            tracked: slots.div_ceil(stride),
+            sends,
+            recvs,
+        };
+    }
+
+    /// Where ring slot `slot` of channel `c` is kept in a rank's record, if it is one of
+    /// the tracked slots.
+    pub(super) fn cell(&self, c: u32, slot: u32) -> Option<usize> {
+        let l = &self.layout;
+        (slot % l.stride == 0).then(|| (c * l.tracked + slot / l.stride) as usize)
+    }
+
+    /// Elements in piece `piece` of loop `l` on channel `c` (0 past the channel's end).
+    pub(super) fn piece_elems(&self, c: u32, l: u32, piece: u32) -> u64 {
+        let Some(&e) = self.layout.loops[c as usize].get(l as usize) else {
+            return 0;
+        };
+        match self.cfg.op {
+            CollectiveOp::Broadcast => e,
+            CollectiveOp::Alltoall => {
+                let n = self.n as u64;
+                e / n + u64::from((piece as u64) < e % n)
+            }
+            _ => {
+                let n = self.n as u64;
+                e / n + u64::from((piece as u64) < e % n)
+            }
+        }
+    }
+
+    pub(super) fn rank_finished(&self, p: u32) -> bool {
+        (0..self.cfg.channels).all(|c| {
+            let i = (p * self.cfg.channels + c) as usize;
+            let g = &self.progress[i];
+            g.next_send >= self.layout.sends[i] && g.recv_done >= self.layout.recvs[i]
+        })
+    }
+
+    /// Ring position of rank `p` on channel `c`, counted from the root's.
+    pub(super) fn rel_to_root(&self, p: u32, c: u32) -> u32 {
+        let pos = &self.positions[c as usize];
+        (pos[p as usize] + self.n - pos[self.cfg.root as usize]) % self.n
+    }
+
+    /// The rank after rank `p` on channel `c`'s ring.
+    pub(super) fn next_in_ring(&self, p: u32, c: u32) -> u32 {
+        let q = self.positions[c as usize][p as usize];
+        self.rings[c as usize][((q + 1) % self.n) as usize]
+    }
+
+    /// Posts every send of rank `p` on channel `c` that is ready, in program order.
+    pub(super) fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
+        let n = self.n;
+        let idx = (p * self.cfg.channels + c) as usize;
+        loop {
+            let g = self.progress[idx];
+            let k = g.next_send;
+            if k >= self.layout.sends[idx] {
+                return;
+            }
+            // What to send, to whom, and whether it waits for a receive.
+            let (dst, slot, reduce, ready) = match self.cfg.op {
+                CollectiveOp::Broadcast => {
+                    let q = self.rel_to_root(p, c);
+                    (self.next_in_ring(p, c), k, false, q == 0 || g.recv_done > k)
+                }
+                CollectiveOp::Alltoall => {
+                    let dst = (p + 1 + k) % n;
+                    // The receiver stores it in the slot named after the sender.
+                    (dst, p, false, true)
+                }
+                _ => {
+                    let spl = self.steps_per_loop();
+                    let (l, s) = (k / spl, k % spl);
+                    let q = self.positions[c as usize][p as usize];
+                    let piece = (q + n - s % n) % n;
+                    let reduce = match self.cfg.op {
+                        CollectiveOp::Allreduce => s < n - 1,
+                        CollectiveOp::ReduceScatter => true,
+                        _ => false,
+                    };
+                    (
+                        self.next_in_ring(p, c),
+                        l * n + piece,
+                        reduce,
+                        s == 0 || g.recv_done >= k,
+                    )
+                }
+            };
+            // NCCL_STEPS buffer slots per connection: at most that many steps sent and
+            // not yet taken by the receiver (alltoall's peers each have their own).
+            let slot_free = self.cfg.op == CollectiveOp::Alltoall || {
+                let d = (dst * self.cfg.channels + c) as usize;
+                k < self.progress[d].recv_done + protocol::NCCL_STEPS
+            };
+            if !ready || !slot_free {
+                return;
+            }
+            let elems = match self.cfg.op {
+                CollectiveOp::Broadcast => self.piece_elems(c, slot, 0),
+                CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
+                _ => self.piece_elems(c, slot / n, slot % n),
+            };
+            let (count, sum) = match self.cfg.op {
+                // The sender's own data for that receiver.
+                CollectiveOp::Alltoall => (1, hash(p)),
+                // An untracked slot carries no record.
+                _ => self
+                    .cell(c, slot)
+                    .map_or((0, 0), |i| self.buf[p as usize][i]),
+            };
+            let x = Xfer {
+                src: p,
+                dst,
+                channel: c,
+                slot,
+                reduce,
+                bytes: elems * ELEMENT_BYTES,
+                count,
+                sum,
+            };
+            let id = match self.free_xfers.pop() {
+                Some(i) => {
+                    self.xfers[i as usize] = x;
+                    i
+                }
+                None => {
+                    self.xfers.push(x);
+                    (self.xfers.len() - 1) as u32
+                }
+            };
+            self.progress[idx].next_send += 1;
+            out.push(Send {
+                xfer: id,
+                src: p,
+                dst,
+                channel: c,
+                bytes: self.proto.wire_bytes(x.bytes),
+            });
+            if self.rank_finished(p) {
+                self.ranks_done += 1;
+            }
+        }
+    }
+}
