@@ -109,6 +109,9 @@ pub struct Collective {
     pub protocol: Option<Protocol>,
     /// The CPU time to enqueue one operation: back-to-back operations go no faster.
     pub launch_overhead: SimDuration,
+    /// How fast one channel moves bytes over NVLink; default the protocol's
+    /// (`protocol::channel_copy_rate`).
+    pub channel_copy_rate: Option<BitsPerSec>,
     pub reduce_rate: BitsPerSec,
     /// Cross-host transfers leave through the sending host's NIC on the receiver's rail.
     pub pxn: bool,
@@ -409,7 +412,9 @@ impl CollectiveRun {
 
     /// How fast one channel moves bytes over NVLink with the current protocol.
     pub fn channel_rate(&self) -> BitsPerSec {
-        protocol::channel_copy_rate(self.proto)
+        self.cfg
+            .channel_copy_rate
+            .unwrap_or_else(|| protocol::channel_copy_rate(self.proto))
     }
 
     /// The time the run wants to be woken at (`on_wake`), once.

@@ -28,6 +28,7 @@ pub(super) fn collective(
         intra_latency: None,
         protocol: Some(Protocol::Simple),
         launch_overhead: SimDuration::ZERO,
+        channel_copy_rate: None,
         reduce_rate: defaults::REDUCE_RATE,
         pxn: true,
         chunk_given: true,

@@ -798,6 +798,11 @@ pub struct CollectiveSpec {
     /// 35us (nccl-tests on H100 servers, NCCL 2.26, no CUDA graphs).
     #[serde(default)]
     pub launch_overhead: Option<Duration>,
+    /// How fast one channel moves bytes over NVLink (one thread block of NCCL's kernel);
+    /// default NCCL's per-channel caps for Hopper: 38.7GB/s for Simple, 36.7GB/s for
+    /// LL and LL128 (line bytes).
+    #[serde(default)]
+    pub channel_copy_rate: Option<Rate>,
     /// One size (bytes of the buffer, as nccl-tests' `size` column), or the sweep below.
     #[serde(default)]
     pub size: Option<NonZeroSize>,

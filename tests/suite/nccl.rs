@@ -268,3 +268,30 @@ fn hierarchical_gives_each_rail_its_shard() {
         assert!((1.0..1.03).contains(&r), "NIC {i}: {r} shards");
     }
 }
+
+/// One channel (one thread block) copies at most `channel_copy_rate`: on one server with
+/// 16 channels at 10 GB/s, a 1 GiB ring allreduce is bound by 16 x 10 = 160 GB/s, not by
+/// NVLink's 370.8 (doorbell: 149.6 GB/s busbw; the ring's 14 steps per loop pay NCCL's
+/// 3.4 us NVLink latency 16 times, 6% of the time); with a fast copy the NVLink rate
+/// binds (367.4 GB/s).
+#[test]
+fn the_channel_copy_rate_bounds_a_servers_busbw() {
+    let busbw = |rate: &str| {
+        let r = format!("workload.0.collective.channel_copy_rate={rate}");
+        let t = table(&[
+            &r,
+            "topology.hosts_per_leaf=1",
+            "workload.0.collective.algorithm=ring",
+            "workload.0.collective.protocol=simple",
+            "workload.0.collective.minbytes=1GiB",
+            "workload.0.collective.maxbytes=1GiB",
+            "workload.0.collective.iters=1",
+            "workload.0.collective.warmup_iters=0",
+        ]);
+        row(&t, 1024 * MIB).1
+    };
+    let slow = busbw("10GB/s");
+    assert!((0.9 * 160.0..=160.0).contains(&slow), "{slow}");
+    let fast = busbw("1000GB/s");
+    assert!((0.95 * 370.8..=370.8).contains(&fast), "{fast}");
+}

@@ -91,6 +91,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         .map_or(crate::collective::default_chunk(algorithm), |c| c.0 .0);
     for (path, r) in [
         ("reduce_rate", s.reduce_rate),
+        ("channel_copy_rate", s.channel_copy_rate),
         ("intra_host.rate", s.intra_host.and_then(|x| x.rate)),
         (
             "switch_aggregation.rate",
@@ -132,6 +133,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         start: start(s.start),
         intra_rate: intra.rate.map_or(cd::INTRA_HOST_RATE, |r| r.0),
         intra_latency,
+        channel_copy_rate: s.channel_copy_rate.map(|r| r.0),
         launch_overhead: {
             let l = s.launch_overhead.map_or(cd::LAUNCH_OVERHEAD, |d| d.0);
             check_latency(&cp("launch_overhead"), l)?;
