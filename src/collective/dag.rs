@@ -82,15 +82,6 @@ struct Builder {
     edges: Vec<(u32, u32)>,
 }
 
-/// The most chunks any channel has.
-fn chunks_max(elems: &[u64], chunk_elems: u64) -> u64 {
-    elems
-        .iter()
-        .map(|&e| e.div_ceil(chunk_elems).max(1))
-        .max()
-        .unwrap_or(1)
-}
-
 impl Builder {
     fn node(&mut self, n: DNode, deps: &[u32]) -> u32 {
         let id = self.nodes.len() as u32;
@@ -123,7 +114,6 @@ pub fn build(
         TwoLevel::LeaderRing => g_count as u64,
     };
     let mut b = Builder::default();
-    let max_chunks = chunks_max(elems, chunk_elems);
     for (c, &e) in elems.iter().enumerate() {
         let groups = &by_channel[c];
         let c = c as u32;
@@ -144,14 +134,7 @@ pub fn build(
             );
         }
     }
-    finish(
-        b,
-        (max_chunks * pieces) as u32,
-        elems
-            .iter()
-            .map(|&e| (e.div_ceil(chunk_elems).max(1) * pieces) as u32)
-            .collect(),
-    )
+    finish_chunks(b, elems, chunk_elems, pieces)
 }
 
 /// One chunk of a two-level allreduce over `groups` (leader first), cut into `pieces`:
@@ -357,7 +340,6 @@ pub fn build_rail_hierarchical(
     let pieces = rails[0].len().max(1) as u64;
     let per_chunk = g * pieces;
     let mut b = Builder::default();
-    let max_chunks = chunks_max(elems, chunk_elems);
     let n = servers.iter().map(|x| x.len()).sum::<usize>();
     let mut server_of = vec![0usize; n];
     for (x, members) in servers.iter().enumerate() {
@@ -430,14 +412,7 @@ pub fn build_rail_hierarchical(
             }
         }
     }
-    finish(
-        b,
-        (max_chunks * per_chunk) as u32,
-        elems
-            .iter()
-            .map(|&e| (e.div_ceil(chunk_elems).max(1) * per_chunk) as u32)
-            .collect(),
-    )
+    finish_chunks(b, elems, chunk_elems, per_chunk)
 }
 
 /// Channel `c`'s groups: each server's run of ranks inside a group rotated by `c`, so
@@ -552,7 +527,6 @@ pub fn build_in_network(
     ranks: &[RankLoc],
 ) -> Dag {
     let mut b = Builder::default();
-    let max_chunks = chunks_max(elems, chunk_elems);
     // A host's leader streams its chunks to the leaf with at most `UPLOAD_WINDOW` of
     // them unconsumed per channel, so that chunks pipeline through the switches.
     let mut last_up: Vec<std::collections::VecDeque<u32>> =
@@ -622,12 +596,19 @@ pub fn build_in_network(
             }
         }
     }
+    finish_chunks(b, elems, chunk_elems, 1)
+}
+
+/// `finish` for a graph whose chunks each use `per_chunk` slots.
+fn finish_chunks(b: Builder, elems: &[u64], chunk_elems: u64, per_chunk: u64) -> Dag {
+    let chunks = |e: u64| e.div_ceil(chunk_elems).max(1);
+    let max_chunks = elems.iter().map(|&e| chunks(e)).max().unwrap_or(1);
     finish(
         b,
-        max_chunks as u32,
+        (max_chunks * per_chunk) as u32,
         elems
             .iter()
-            .map(|&e| e.div_ceil(chunk_elems).max(1) as u32)
+            .map(|&e| (chunks(e) * per_chunk) as u32)
             .collect(),
     )
 }
