@@ -11,14 +11,16 @@
 //!   inside each host first, then between the leaf's hosts); the leaders, one per leaf,
 //!   run a ring allreduce across the spines, so each chunk crosses the spine layer
 //!   2(L - 1)/L times per leader instead of once per rank. When every server holds the
-//!   same number of ranks (two or more), the hierarchy has a leader per rail instead
+//!   same number of ranks (two or more), each on its own NIC, the hierarchy has a leader
+//!   per rail instead
 //!   (`build_rail_hierarchical`): a reduce-scatter inside each server, the two-level
 //!   ring per rail on its shard, an all-gather inside each server, so each NIC carries
 //!   its rail's share.
 //!
 //! The buffer is split across channels and into `chunk`-sized chunks that pipeline
 //! through the graph; each chunk is cut into pieces (one per leader for the ring, one per
-//! tree), and every transfer moves one piece.
+//! tree; for the rail hierarchy one per GPU and leader), and every transfer moves one
+//! piece.
 
 use super::RankLoc;
 
@@ -446,12 +448,23 @@ pub type RailShape = (Vec<Vec<u32>>, Vec<Vec<Vec<u32>>>);
 
 /// The shape of a rail-aligned hierarchy: the ranks by server (by GPU) and, per rail
 /// (GPU index), that rail's ranks grouped by leaf (by server inside a group). `None`
-/// when servers hold different numbers of ranks, a server holds one, or rails span
+/// when servers hold different numbers of ranks, a server holds one, ranks of a server
+/// share a NIC (no rail of its own to carry a shard), or rails span
 /// different numbers of leaves (the plain hierarchy runs then).
 pub fn rail_shape(ranks: &[RankLoc], leaf_of: &impl Fn(u32) -> u32) -> Option<RailShape> {
     let servers = groups(TwoLevel::DoubleTree, ranks, leaf_of);
     let g = servers[0].len();
     if g < 2 || servers.iter().any(|m| m.len() != g) {
+        return None;
+    }
+    // Rails need NICs of their own: ranks sharing a NIC gain nothing from shards.
+    let distinct_nics = servers.iter().all(|m| {
+        let mut ports: Vec<u32> = m.iter().map(|&k| ranks[k as usize].port).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.len() == g
+    });
+    if !distinct_nics {
         return None;
     }
     let rails: Vec<Vec<Vec<u32>>> = (0..g)

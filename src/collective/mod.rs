@@ -19,9 +19,11 @@
 //! last piece; the next is launched then (a barrier, where nccl-tests only waits per
 //! rank): its kernel starts once the CPU has enqueued it and after NCCL's launch
 //! latency (`protocol`). Each size runs with the algorithm and protocol given, or NCCL's
-//! tuner's choice (`tuner`). Ranks on one host exchange over the intra-host fabric (NVLink-like: `latency`
-//! plus bytes at `rate`, one transfer at a time per sending GPU); others over the fabric,
-//! as RC messages through the host and NIC model when there is one.
+//! tuner's choice (`tuner`). Ranks on one host exchange over the intra-host fabric
+//! (NVLink-like: each channel moves its transfers one at a time at its copy rate, the
+//! GPU's link carries at most `intra_rate` in all, and a step then costs the protocol's
+//! NVLink latency); others over the fabric, as RC messages through the host and NIC
+//! model when there is one.
 //!
 //! Correctness is tracked, not assumed: every buffer piece on every rank carries the
 //! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece
@@ -267,6 +269,8 @@ pub struct CollectiveRun {
     in_order: Vec<Vec<(u32, SimTime)>>,
     /// Distinct servers the ranks are on.
     nodes: u32,
+    /// Per rank and channel: when its last NVLink transfer is moved (`channel_free`).
+    chan_free: Vec<SimTime>,
     /// Hierarchical: the ranks by server and each rail's leaf groups, when a leader per
     /// rail applies (`dag::rail_shape`).
     rail_shape: Option<dag::RailShape>,
@@ -386,6 +390,7 @@ impl CollectiveRun {
                 s.len() as u32
             },
             cpu_ready: SimTime::ZERO,
+            chan_free: Vec::new(),
             rail_shape,
             algo: choices[0].0,
             proto: choices[0].1,
@@ -415,6 +420,15 @@ impl CollectiveRun {
         self.cfg
             .channel_copy_rate
             .unwrap_or_else(|| protocol::channel_copy_rate(self.proto))
+    }
+
+    /// When rank `rank`'s channel `channel` has moved its last NVLink transfer.
+    pub fn channel_free(&mut self, rank: u32, channel: u32) -> &mut SimTime {
+        let k = (rank * self.cfg.channels + channel) as usize;
+        if self.chan_free.len() <= k {
+            self.chan_free.resize(k + 1, SimTime::ZERO);
+        }
+        &mut self.chan_free[k]
     }
 
     /// The time the run wants to be woken at (`on_wake`), once.
@@ -456,7 +470,7 @@ impl CollectiveRun {
                 .intra_latency
                 .unwrap_or_else(|| protocol::nvlink_step_latency(a, self.proto))
         } else {
-            protocol::net_step_extra(a, self.proto)
+            protocol::net_step_extra(a, self.proto, self.n <= self.nodes)
         }
     }
 

@@ -32,7 +32,7 @@ use crate::units::SimDuration;
 /// How a collective's data is framed (`collective.protocol`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Protocol {
-    /// NCCL's LL: 8-byte lines, half of each a flag.
+    /// NCCL's LL: 16-byte lines, half of each flags.
     Ll,
     /// NCCL's LL128: 128-byte lines, 8 bytes of each a flag.
     Ll128,
@@ -62,7 +62,7 @@ impl Protocol {
     pub fn wire_bytes(self, data: u64) -> u64 {
         match self {
             Protocol::Simple => data,
-            Protocol::Ll => data.div_ceil(4) * 8,
+            Protocol::Ll => data.div_ceil(8) * 16,
             Protocol::Ll128 => data.div_ceil(120) * 128,
         }
     }
@@ -141,7 +141,7 @@ pub fn channel_copy_rate(p: Protocol) -> crate::units::BitsPerSec {
 }
 
 /// What the default host model already charges a small network message (posting by the
-/// CPU proxy, doorbell, WQE fetch, DMA, two hops, completion and notification), tenths
+/// CPU proxy, doorbell, WQE fetch, DMA, two hops, completion and notification),
 /// nanoseconds; see the module comment.
 const HOST_PATH: u64 = 6_700;
 
@@ -163,10 +163,15 @@ pub fn nvlink_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
     ns(t[p.index()])
 }
 
-/// NCCL's latency of one network step (`hwLat[NET]`).
-pub fn net_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
+/// NCCL's latency of one network step (`hwLat[NET]`); with one rank per node NCCL
+/// charges every algorithm the tree's row (`interLat`, NCCL 2.23+).
+pub fn net_step_latency(
+    a: CollectiveAlgorithm,
+    p: Protocol,
+    one_rank_per_node: bool,
+) -> SimDuration {
     let t = match a {
-        CollectiveAlgorithm::Ring => nccl_tables::NET_RING,
+        CollectiveAlgorithm::Ring if !one_rank_per_node => nccl_tables::NET_RING,
         _ => nccl_tables::NET_TREE,
     };
     ns(t[p.index()])
@@ -174,8 +179,12 @@ pub fn net_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
 
 /// What a network step costs beyond the host model's path: NCCL's figure less the
 /// host path, never negative.
-pub fn net_step_extra(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
-    SimDuration(net_step_latency(a, p).0.saturating_sub(ns(HOST_PATH).0))
+pub fn net_step_extra(a: CollectiveAlgorithm, p: Protocol, one_rank_per_node: bool) -> SimDuration {
+    SimDuration(
+        net_step_latency(a, p, one_rank_per_node)
+            .0
+            .saturating_sub(ns(HOST_PATH).0),
+    )
 }
 
 #[cfg(test)]
@@ -184,8 +193,9 @@ mod tests {
 
     #[test]
     fn wire_bytes_follow_the_line_formats() {
-        // LL: 4 data bytes per 8-byte line; LL128: 120 per 128.
+        // LL: 8 data bytes per 16-byte line; LL128: 120 per 128.
         assert_eq!(Protocol::Ll.wire_bytes(8), 16);
+        assert_eq!(Protocol::Ll.wire_bytes(4), 16);
         assert_eq!(Protocol::Ll.wire_bytes(4096), 8192);
         assert_eq!(Protocol::Ll128.wire_bytes(120), 128);
         assert_eq!(Protocol::Ll128.wire_bytes(121), 256);
@@ -216,11 +226,11 @@ mod tests {
     fn network_steps_add_what_the_host_path_does_not_charge() {
         // Simple ring: 14.0 us in NCCL's table, 6.7 us in the host path.
         assert_eq!(
-            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Simple),
+            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Simple, false),
             SimDuration(7_300_000)
         );
         assert_eq!(
-            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Ll),
+            net_step_extra(CollectiveAlgorithm::Ring, Protocol::Ll, false),
             SimDuration::ZERO
         );
         assert_eq!(

@@ -74,7 +74,12 @@ impl CollectiveRun {
                 )
             }
         };
-        let stride = slots.div_ceil(TRACKED_SLOTS).max(1);
+        // A stride coprime with the ranks, so the sample covers every piece index (a
+        // multiple of n would track piece 0 of each loop only).
+        let mut stride = slots.div_ceil(TRACKED_SLOTS).max(1);
+        while stride > 1 && gcd(stride, self.n) != 1 {
+            stride += 1;
+        }
         self.layout = Layout {
             loops,
             stride,
@@ -223,4 +228,11 @@ impl CollectiveRun {
             }
         }
     }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }

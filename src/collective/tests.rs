@@ -137,6 +137,45 @@ fn a_lost_contribution_is_counted_wrong() {
     assert!(run.result().rows[0].wrong > 0);
 }
 
+/// With more than `TRACKED_SLOTS` pieces per channel only a sample is tracked (4 ranks,
+/// 1 MiB in 1 KiB chunks: 1,024 slots, stride 17, coprime with the 4 ranks so every
+/// piece index is sampled); a lost contribution to a tracked piece is still counted.
+#[test]
+fn a_lost_contribution_is_counted_wrong_when_slots_are_sampled() {
+    let c = coll(CollectiveOp::Allreduce, 1 << 20, 1, 1024);
+    let ranks = (0..4)
+        .map(|i| RankLoc {
+            server: i,
+            gpu: 0,
+            port: i,
+        })
+        .collect();
+    let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0, 50.0);
+    let mut out = Vec::new();
+    run.start(SimTime::ZERO);
+    wake(&mut run, &mut out);
+    assert_eq!(run.layout.stride, 17);
+    let pieces: std::collections::BTreeSet<u32> = (0..run.layout.tracked)
+        .map(|t| t * run.layout.stride % 4)
+        .collect();
+    assert_eq!(pieces.len(), 4, "every piece index is sampled");
+    let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+    let mut corrupted = false;
+    while let Some(s) = queue.pop_front() {
+        let x = run.xfers[s.xfer as usize];
+        if !corrupted && run.cell(x.channel, x.slot).is_some() {
+            run.xfers[s.xfer as usize].count = 0;
+            run.xfers[s.xfer as usize].sum = 0;
+            corrupted = true;
+        }
+        run.on_done(SimTime(1), s.xfer, &mut out);
+        wake(&mut run, &mut out);
+        queue.extend(out.drain(..));
+    }
+    assert!(corrupted);
+    assert!(run.result().rows[0].wrong > 0);
+}
+
 #[test]
 fn busbw_factors_match_nccl_tests() {
     assert_eq!(busbw_factor(CollectiveOp::Allreduce, 8), 1.75);

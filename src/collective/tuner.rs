@@ -9,8 +9,11 @@
 //!   nInterSteps x net hwLat, x 1.4 for multi-node Simple allreduce ("plateau effect");
 //! - tree latency = baseLat + 2 x ((ranks per node - 1) x NVLink hwLat + log2(nodes) x
 //!   net hwLat);
+//! - with one rank per node, network steps cost the tree's `hwLat[NET]` row whatever
+//!   the algorithm;
 //! - bus bandwidth = the graph's per-channel bandwidth x channels, then per protocol:
-//!   ring LL min(llMaxBw, x 0.5), ring LL128 min(x 0.92, 36.7 GB/s per channel); tree
+//!   ring LL min(llMaxBw, x 0.5), ring LL128 min(x 0.92, 36.7 GB/s per channel; NCCL
+//!   counts its search graph's channels, here the communicator's: see `estimate_us`); tree
 //!   min(x 0.92, perChMaxTreeBw per channel), tree LL min(/3.8, llMaxBw), tree LL128
 //!   min(x 120/128 (7/9 on one node), 36.7 per channel) and the tree correction factor
 //!   by size; algorithm bandwidth = bus bandwidth x nRanks/nsteps (ring) or 0.5 (tree).
@@ -37,8 +40,9 @@ pub struct TunerInput {
     pub net_gbps: f64,
 }
 
-/// `llMaxBws` for Hopper by node count (1, 2, more).
-const LL_MAX_BW: [f64; 3] = [141.0, 45.0, 35.0];
+/// `llMaxBws` by node count (1, 2, more): on one node the GPU's row (Hopper), across
+/// nodes the CPU's (row 0, x86 Intel, as `NET_OVERHEAD_US` assumes).
+const LL_MAX_BW: [f64; 3] = [141.0, 39.0, 20.4];
 /// `perChMaxTreeBws` for Hopper.
 const PER_CH_MAX_TREE_BW: [f64; 3] = [38.7, 41.4, 36.0];
 /// `perChMaxRingLL128Bws` and `perChMaxTreeLL128Bws` for Hopper.
@@ -59,6 +63,8 @@ const TREE_CORRECTION: [[f64; 23]; 3] = [
         0.7, 0.7, 0.8, 0.9, 0.9,
     ],
 ];
+/// `NCCL_P2P_LL_THRESHOLD`'s default, bytes per peer.
+const P2P_LL_THRESHOLD: u64 = 16_384;
 /// `getNetOverhead()` on x86 Intel hosts, us (tripled for Simple).
 const NET_OVERHEAD_US: f64 = 1.0;
 
@@ -89,6 +95,12 @@ pub fn estimate_us(t: &TunerInput, a: CollectiveAlgorithm, p: Protocol, bytes: u
         _ => 2,
     };
     let ppn = (t.ranks / nodes).max(1) as f64;
+    // NCCL's per-channel caps count the search graph's channels, half the
+    // communicator's (`src/graph/connect.cc` duplicates every channel). Here they count
+    // the communicator's: NCCL's real search result on a server is not known, and with
+    // half of the default 16 the tuner would pick ring at 256 MiB on 8 x 8 H100 (360
+    // GB/s) where the measured default reaches 320.7 GB/s (391.4 tuned), as the tree
+    // NCCL picks with 16 does (312).
     let ch = t.channels.max(1) as f64;
     let allreduce = t.op == CollectiveOp::Allreduce;
     let nsteps = match t.op {
@@ -103,7 +115,7 @@ pub fn estimate_us(t: &TunerInput, a: CollectiveAlgorithm, p: Protocol, bytes: u
     };
     let mut bus_bw = graph_bw;
     let intra_lat = us(nvlink_step_latency(a, p));
-    let inter_lat = us(net_step_latency(a, p));
+    let inter_lat = us(net_step_latency(a, p, t.ranks <= nodes));
     let mut lat = us(launch_latency(a, p));
     let ratio;
     match a {
@@ -145,7 +157,7 @@ pub fn estimate_us(t: &TunerInput, a: CollectiveAlgorithm, p: Protocol, bytes: u
                 Protocol::Simple => {}
             }
             let log_size = log2i((bytes >> 6).max(1)) as usize;
-            if log_size < 23 {
+            if bytes >= 64 && log_size < 23 {
                 bus_bw *= TREE_CORRECTION[proto_index(p)][log_size];
             }
             ratio = 0.5;
@@ -157,8 +169,8 @@ pub fn estimate_us(t: &TunerInput, a: CollectiveAlgorithm, p: Protocol, bytes: u
 }
 
 /// NCCL's choice for `bytes` among `algorithms` x `protocols`: the lowest estimate
-/// (ties to the earlier pair, ring before tree and LL before LL128 before Simple, as
-/// NCCL's loops run).
+/// (ties to the earlier pair in NCCL's order: tree before ring, LL before LL128 before
+/// Simple).
 pub fn choose(
     t: &TunerInput,
     algorithms: &[CollectiveAlgorithm],
@@ -217,6 +229,17 @@ pub fn choices(
     c.sizes
         .iter()
         .map(|&size| {
+            if c.op == CollectiveOp::Alltoall && c.protocol.is_none() {
+                // Point-to-point, not a collective kernel: NCCL sends LL up to
+                // `NCCL_P2P_LL_THRESHOLD` (16 KiB per peer, src/enqueue.cc), else Simple.
+                let per_peer = size / ranks.len() as u64;
+                let p = if per_peer <= P2P_LL_THRESHOLD {
+                    Protocol::Ll
+                } else {
+                    Protocol::Simple
+                };
+                return (CollectiveAlgorithm::Ring, p);
+            }
             choose(&input, algorithms, protocols, size)
                 // Hierarchical and in-network are not NCCL's: they run as given.
                 .unwrap_or((
@@ -247,9 +270,14 @@ mod tests {
     fn ring_latencies_follow_nccls_formula_by_hand() {
         let t = h100_2x8(16);
         // LL: 6.6 + 28 x max(0.6, 1.0) + 2 x 2.7 = 40.0 us, plus 8 B at
-        // min(45, 370.8 x 0.5) x 16/30 = 24 GB/s.
+        // min(39, 370.8 x 0.5) x 16/30 = 20.8 GB/s.
         let ll = estimate_us(&t, CollectiveAlgorithm::Ring, Protocol::Ll, 8).unwrap();
-        assert!((ll - (40.0 + 8.0 / 24_000.0)).abs() < 1e-6, "{ll}");
+        assert!((ll - (40.0 + 8.0 / 20_800.0)).abs() < 1e-6, "{ll}");
+        // One rank per node: the network steps cost the tree's row (5.0 us for LL):
+        // 6.6 + 0 + 2 x 5.0 = 16.6 us on 2 nodes of one rank.
+        let one = TunerInput { ranks: 2, ..t };
+        let ll1 = estimate_us(&one, CollectiveAlgorithm::Ring, Protocol::Ll, 0).unwrap();
+        assert!((ll1 - 16.6).abs() < 1e-9, "{ll1}");
         // Simple, 8 B (below the plateau rule's 64 B per channel and rank):
         // 8.4 + 28 x max(3.4, 3.0) + 2 x 14 = 131.6 us.
         let s = estimate_us(&t, CollectiveAlgorithm::Ring, Protocol::Simple, 8).unwrap();

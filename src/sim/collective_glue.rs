@@ -58,16 +58,14 @@ impl Sim {
                 // backlog counted from now, so a channel's wait does not idle the link).
                 let (rate, ch_rate) = (r.cfg.intra_rate, r.channel_rate());
                 let gpu = (a.server * self.gpus_per_server + a.gpu) as usize;
-                let k = gpu * 64 + s.channel as usize;
-                if self.gpu_channel_free.len() <= k {
-                    self.gpu_channel_free.resize(k + 1, SimTime::ZERO);
-                }
-                let start = now.max(self.gpu_channel_free[k]);
                 let link_end =
                     now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
-                let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
                 self.gpu_link_free[gpu] = link_end;
-                self.gpu_channel_free[k] = end;
+                // The channel is the run's own (each communicator has its thread blocks).
+                let chan = self.colls[run as usize].channel_free(s.src, s.channel);
+                let start = now.max(*chan);
+                let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
+                *chan = end;
                 // The receiver takes it when it has arrived (its reduction engine and
                 // connection order are booked then, not now).
                 self.q.schedule(

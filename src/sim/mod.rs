@@ -420,8 +420,6 @@ pub struct Sim {
     colls: Vec<crate::collective::CollectiveRun>,
     coll_out: Vec<crate::collective::Send>,
     gpu_link_free: Vec<SimTime>,
-    /// Per GPU and channel (64 each): when its last NVLink transfer ends.
-    gpu_channel_free: Vec<SimTime>,
     gpus_per_server: u32,
     ideal_cache: HashMap<(u64, bool), SimDuration>,
 }
@@ -572,7 +570,6 @@ impl Sim {
             colls,
             coll_out: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
-            gpu_channel_free: Vec::new(),
             gpus_per_server,
             ideal_cache,
             todo: Vec::new(),

@@ -89,26 +89,32 @@ fn two_servers_follow_the_measured_sizes() {
 }
 
 /// 8-byte allreduce: measured about 35 us on 1 x 8 and on 4 x 8 H100. One server is the
-/// point `launch_overhead` (the CPU's enqueue cost, 35 us) was calibrated on; 4 servers
-/// check it: NCCL's tree LL there (6.8 + 2 x (7 x 0.6 + 2 x 5.0) us of GPU time, plus the
-/// host path) stays under the CPU's pace, and the time is within 1.5x of 35 us.
+/// point `launch_overhead` (the CPU's enqueue cost, 35 us) was calibrated on, so it
+/// only checks the calibration holds (within 5%). On 4 x 8 the GPU's own time, with the
+/// CPU's cost set to 0, is a check: NCCL's tree LL there (6.8 + 2 x (7 x 0.6 + 2 x 5.0)
+/// us of latency, with the host model's network path) must be within 1.5x of 35 us.
 #[test]
 fn eight_bytes_take_what_nccl_tests_measure() {
-    for servers in ["1", "4"] {
+    let time = |servers: &str, launch: &str| {
         let hosts = format!("topology.hosts_per_leaf={servers}");
+        let launch = format!("workload.0.collective.launch_overhead={launch}");
         let t = table(&[
             &hosts,
+            &launch,
             "workload.0.collective.minbytes=8B",
             "workload.0.collective.maxbytes=8B",
             "workload.0.collective.iters=20",
             "workload.0.collective.warmup_iters=5",
         ]);
-        let (time, _) = row(&t, 8);
-        assert!(
-            time / 35.0 <= 1.5 && 35.0 / time <= 1.5,
-            "{servers} servers: {time} us against about 35 measured"
-        );
-    }
+        row(&t, 8).0
+    };
+    let one = time("1", "35us");
+    assert!((one - 35.0).abs() <= 0.05 * 35.0, "1 x 8: {one} us");
+    let four = time("4", "0us");
+    assert!(
+        four / 35.0 <= 1.5 && 35.0 / four <= 1.5,
+        "4 x 8, GPU time only: {four} us against about 35 measured"
+    );
 }
 
 /// Back-to-back operations go no faster than the CPU enqueues them: with

@@ -149,11 +149,11 @@ workload:
 }
 
 /// Issue 15's `plan` trap: one seed's P99 FCT is not monotone in the spine count
-/// (`plan-spines.yaml` with NCCL's tuner choosing the collective's algorithm: 698 us at 3
-/// spines, 718 at 4). With the target tightened to 800 us through `--set` (which reaches
+/// (`plan-spines.yaml`, its ring allreduce with NCCL's protocols: 666 us at 3 spines,
+/// 719 at 4). With the target tightened to 800 us through `--set` (which reaches
 /// `plan:`), bisection alone would not look below its answer; the figures are seen not
 /// to be monotone, every cheaper candidate runs, and the answer is the cheapest that
-/// meets both targets: 4 spines (3 spines reach 8.97 GB/s of the 9 GB/s busbw asked).
+/// meets both targets: 4 spines (3 spines reach 8.94 GB/s of the 9 GB/s busbw asked).
 /// An unknown `plan.` field given with `--set` is refused, not ignored.
 #[test]
 fn bisection_checks_its_answer_against_cheaper_candidates() {
