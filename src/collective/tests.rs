@@ -45,13 +45,8 @@ pub(super) fn wake(run: &mut CollectiveRun, out: &mut Vec<Send>) {
     }
 }
 
-fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
-    collective(op, CollectiveAlgorithm::Ring, size, channels, chunk, 1, 1)
-}
-
-/// Delivers transfers one at a time in FIFO order (any order per connection that
-/// keeps FIFO is a valid schedule); returns the transfers and bytes sent.
-fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
+/// A run over `n` ranks, one per server, launched: its first transfers queued.
+fn launched(c: &Collective, n: u32) -> (CollectiveRun, std::collections::VecDeque<Send>) {
     let ranks = (0..n)
         .map(|i| RankLoc {
             server: i,
@@ -63,7 +58,18 @@ fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
     let mut out = Vec::new();
     run.start(SimTime::ZERO);
     wake(&mut run, &mut out);
-    let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+    (run, out.into_iter().collect())
+}
+
+fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
+    collective(op, CollectiveAlgorithm::Ring, size, channels, chunk, 1, 1)
+}
+
+/// Delivers transfers one at a time in FIFO order (any order per connection that
+/// keeps FIFO is a valid schedule); returns the transfers and bytes sent.
+fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
+    let (mut run, mut queue) = launched(c, n);
+    let mut out = Vec::new();
     let (mut sends, mut bytes) = (0, 0);
     let mut t = 0;
     while let Some(s) = queue.pop_front() {
@@ -110,18 +116,8 @@ fn ring_allreduce_moves_2_n_minus_1_over_n_of_the_buffer_per_rank() {
 #[test]
 fn a_lost_contribution_is_counted_wrong() {
     let c = coll(CollectiveOp::Allreduce, 4096, 1, 4096);
-    let ranks = (0..4)
-        .map(|i| RankLoc {
-            server: i,
-            gpu: 0,
-            port: i,
-        })
-        .collect();
-    let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0, 50.0);
+    let (mut run, mut queue) = launched(&c, 4);
     let mut out = Vec::new();
-    run.start(SimTime::ZERO);
-    wake(&mut run, &mut out);
-    let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
     let mut first = true;
     while let Some(s) = queue.pop_front() {
         if first {
@@ -143,23 +139,13 @@ fn a_lost_contribution_is_counted_wrong() {
 #[test]
 fn a_lost_contribution_is_counted_wrong_when_slots_are_sampled() {
     let c = coll(CollectiveOp::Allreduce, 1 << 20, 1, 1024);
-    let ranks = (0..4)
-        .map(|i| RankLoc {
-            server: i,
-            gpu: 0,
-            port: i,
-        })
-        .collect();
-    let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0, 50.0);
+    let (mut run, mut queue) = launched(&c, 4);
     let mut out = Vec::new();
-    run.start(SimTime::ZERO);
-    wake(&mut run, &mut out);
     assert_eq!(run.layout.stride, 17);
     let pieces: std::collections::BTreeSet<u32> = (0..run.layout.tracked)
         .map(|t| t * run.layout.stride % 4)
         .collect();
     assert_eq!(pieces.len(), 4, "every piece index is sampled");
-    let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
     let mut corrupted = false;
     while let Some(s) = queue.pop_front() {
         let x = run.xfers[s.xfer as usize];

@@ -19,9 +19,25 @@ fn h100(set: &[&str]) -> doorbell::scenario::Scenario {
     scenario_with(&yaml, set)
 }
 
+/// The scenario with one size, `iters` timed iterations and no warm-up, and `extra`.
+fn h100_at(size: &str, iters: u32, extra: &[&str]) -> doorbell::scenario::Scenario {
+    let owned = [
+        format!("workload.0.collective.minbytes={size}"),
+        format!("workload.0.collective.maxbytes={size}"),
+        format!("workload.0.collective.iters={iters}"),
+        "workload.0.collective.warmup_iters=0".to_string(),
+    ];
+    let mut set: Vec<&str> = owned.iter().map(String::as_str).collect();
+    set.extend_from_slice(extra);
+    h100(&set)
+}
+
 /// (size, time us, busbw GB/s, algorithm, protocol) per size.
 fn table(set: &[&str]) -> Vec<(u64, f64, f64, String, String)> {
-    let sc = h100(set);
+    table_of(h100(set))
+}
+
+fn table_of(sc: doorbell::scenario::Scenario) -> Vec<(u64, f64, f64, String, String)> {
     let out = run(&sc);
     let s = summarize(&sc, &out);
     let c = &s.collectives[0];
@@ -167,34 +183,25 @@ fn one_server_on_nvlink_matches_measured_busbw() {
 /// 320.7 GB/s on 8 (NCCL's default tuning).
 #[test]
 fn the_busbw_plateau_falls_with_scale_as_measured() {
-    let one = |set: &[&str], size: u64, measured: f64| {
-        let t = table(set);
-        let (_, busbw) = row(&t, size);
+    let one = |size: &str, extra: &[&str], bytes: u64, measured: f64| {
+        let t = table_of(h100_at(size, 2, extra));
+        let (_, busbw) = row(&t, bytes);
         let err = (busbw - measured) / measured;
         assert!(
             err.abs() <= 0.05,
-            "{set:?}: {busbw} GB/s against {measured} ({:+.1}%)",
+            "{size} {extra:?}: {busbw} GB/s against {measured} ({:+.1}%)",
             err * 100.0
         );
     };
-    let single = |size: &'static str| {
-        [
-            format!("workload.0.collective.minbytes={size}"),
-            format!("workload.0.collective.maxbytes={size}"),
-            "workload.0.collective.iters=2".to_string(),
-            "workload.0.collective.warmup_iters=0".to_string(),
-        ]
-    };
-    let s = single("1GiB");
-    let mut set: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
-    set.push("workload.0.collective.algorithm=ring");
-    one(&set, 1024 * MIB, 392.7);
-    let s = single("256MiB");
+    one(
+        "1GiB",
+        &["workload.0.collective.algorithm=ring"],
+        1024 * MIB,
+        392.7,
+    );
     for (servers, measured) in [("4", 365.8), ("8", 320.7)] {
         let hosts = format!("topology.hosts_per_leaf={servers}");
-        let mut set: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
-        set.push(&hosts);
-        one(&set, 256 * MIB, measured);
+        one("256MiB", &[&hosts], 256 * MIB, measured);
     }
 }
 
@@ -206,13 +213,7 @@ fn the_busbw_plateau_falls_with_scale_as_measured() {
 fn tree_and_in_network_use_every_nic() {
     for algorithm in ["tree", "in_network"] {
         let a = format!("workload.0.collective.algorithm={algorithm}");
-        let sc = h100(&[
-            &a,
-            "workload.0.collective.minbytes=1GiB",
-            "workload.0.collective.maxbytes=1GiB",
-            "workload.0.collective.iters=1",
-            "workload.0.collective.warmup_iters=0",
-        ]);
+        let sc = h100_at("1GiB", 1, &[&a]);
         let out = run(&sc);
         let s = summarize(&sc, &out);
         let busbw = s.collectives[0].rows[0].busbw_gbs;
@@ -235,14 +236,7 @@ fn tree_and_in_network_use_every_nic() {
 fn protocols_frame_the_data_as_nccl_does() {
     let bytes = |proto: &str| -> u64 {
         let p = format!("workload.0.collective.protocol={proto}");
-        let sc = h100(&[
-            &p,
-            "workload.0.collective.algorithm=ring",
-            "workload.0.collective.minbytes=8MiB",
-            "workload.0.collective.maxbytes=8MiB",
-            "workload.0.collective.iters=1",
-            "workload.0.collective.warmup_iters=0",
-        ]);
+        let sc = h100_at("8MiB", 1, &[&p, "workload.0.collective.algorithm=ring"]);
         run(&sc).flows.iter().map(|f| f.def.size).sum()
     };
     let simple = bytes("simple");
@@ -259,12 +253,11 @@ fn protocols_frame_the_data_as_nccl_does() {
 /// and the result is right.
 #[test]
 fn hierarchical_gives_each_rail_its_shard() {
-    let sc = h100(&[
-        "workload.0.collective.algorithm=hierarchical",
-        "workload.0.collective.minbytes=256MiB",
-        "workload.0.collective.iters=1",
-        "workload.0.collective.warmup_iters=0",
-    ]);
+    let sc = h100_at(
+        "256MiB",
+        1,
+        &["workload.0.collective.algorithm=hierarchical"],
+    );
     let out = run(&sc);
     let s = summarize(&sc, &out);
     assert_eq!(s.collectives[0].rows[0].wrong, 0);
@@ -284,16 +277,16 @@ fn hierarchical_gives_each_rail_its_shard() {
 fn the_channel_copy_rate_bounds_a_servers_busbw() {
     let busbw = |rate: &str| {
         let r = format!("workload.0.collective.channel_copy_rate={rate}");
-        let t = table(&[
-            &r,
-            "topology.hosts_per_leaf=1",
-            "workload.0.collective.algorithm=ring",
-            "workload.0.collective.protocol=simple",
-            "workload.0.collective.minbytes=1GiB",
-            "workload.0.collective.maxbytes=1GiB",
-            "workload.0.collective.iters=1",
-            "workload.0.collective.warmup_iters=0",
-        ]);
+        let t = table_of(h100_at(
+            "1GiB",
+            1,
+            &[
+                &r,
+                "topology.hosts_per_leaf=1",
+                "workload.0.collective.algorithm=ring",
+                "workload.0.collective.protocol=simple",
+            ],
+        ));
         row(&t, 1024 * MIB).1
     };
     let slow = busbw("10GB/s");
