@@ -1,12 +1,9 @@
 //! The command line as a user meets it: scenarios validate, runs are byte-identical, bad
 //! input exits 2 with the file, line, column and field.
 
+use crate::common::bin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_doorbell"))
-}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,6 +3,7 @@
 
 use doorbell::scenario::{parse_str, Overrides, Scenario};
 use doorbell::sim::RunOutput;
+use std::process::{Command, Output};
 
 /// Parses an inline YAML scenario, panicking with the error and the text.
 pub fn scenario(yaml: &str) -> Scenario {
@@ -108,4 +109,14 @@ pub fn assert_near_reference(what: &str, measured: f64, reference: f64, toleranc
         (measured / reference - 1.0).abs() < tolerance,
         "{what} {measured:.0} us vs ns-3 {reference:.0}"
     );
+}
+
+/// The doorbell binary, to run as a user would.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_doorbell"))
+}
+
+/// What a finished command wrote on its standard error.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
 }

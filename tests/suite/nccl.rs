@@ -64,6 +64,18 @@ fn row(t: &[(u64, f64, f64, String, String)], size: u64) -> (f64, f64) {
 
 const MIB: u64 = 1 << 20;
 
+/// Asserts `got` is within `tolerance` (a fraction, bound included) of the measured
+/// figure, naming it.
+fn within(what: &str, got: f64, measured: f64, tolerance: f64) {
+    let err = (got - measured) / measured;
+    assert!(
+        err.abs() <= tolerance,
+        "{what}: {got:.1} against {measured} measured ({:+.1}%, {:.0}% allowed)",
+        err * 100.0,
+        tolerance * 100.0
+    );
+}
+
 /// 2 x 8 H100 with NCCL's default choice, 1 MiB to 256 MiB (5 timed iterations after
 /// 1 warm-up): measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 / 4 / 32 / 128 /
 /// 256 MiB. 128 and 256 MiB are within 15% (706.7 and 1,337.2 us: -5.6% and +4.2%).
@@ -87,13 +99,7 @@ fn two_servers_follow_the_measured_sizes() {
         (256 * MIB, 1282.8, 0.15),
     ] {
         let (time, _) = row(&t, size);
-        let err = (time - measured) / measured;
-        assert!(
-            err.abs() <= tolerance,
-            "{size} B: {time:.1} us against {measured} measured ({:+.1}%, {:.0}% allowed)",
-            err * 100.0,
-            tolerance * 100.0
-        );
+        within(&format!("{size} B, us"), time, measured, tolerance);
     }
     // The table says what ran: tree LL128 at 1 MiB, ring Simple at 256 MiB.
     let at = |size| t.iter().find(|r| r.0 == size).unwrap();
@@ -169,12 +175,7 @@ fn one_server_on_nvlink_matches_measured_busbw() {
         (1024 * MIB, 360.1),
     ] {
         let (_, busbw) = row(&t, size);
-        let err = (busbw - measured) / measured;
-        assert!(
-            err.abs() <= 0.15,
-            "{size} B: {busbw} GB/s against {measured} ({:+.1}%)",
-            err * 100.0
-        );
+        within(&format!("{size} B, GB/s"), busbw, measured, 0.15);
     }
 }
 
@@ -186,12 +187,7 @@ fn the_busbw_plateau_falls_with_scale_as_measured() {
     let one = |size: &str, extra: &[&str], bytes: u64, measured: f64| {
         let t = table_of(h100_at(size, 2, extra));
         let (_, busbw) = row(&t, bytes);
-        let err = (busbw - measured) / measured;
-        assert!(
-            err.abs() <= 0.05,
-            "{size} {extra:?}: {busbw} GB/s against {measured} ({:+.1}%)",
-            err * 100.0
-        );
+        within(&format!("{size} {extra:?}, GB/s"), busbw, measured, 0.05);
     };
     one(
         "1GiB",

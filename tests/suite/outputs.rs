@@ -4,12 +4,9 @@
 //! folder; a killed sweep resumes to the same bytes as an unbroken one; `plot` and `merge`
 //! refuse folders that are not finished.
 
+use crate::common::{bin, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_doorbell"))
-}
+use std::process::Output;
 
 fn scenario(name: &str) -> String {
     format!("{}/scenarios/{name}.yaml", env!("CARGO_MANIFEST_DIR"))
@@ -23,10 +20,6 @@ fn tmpdir(name: &str) -> PathBuf {
 
 fn doorbell(args: &[&str], out: &Path) -> Output {
     bin().args(args).arg("--out").arg(out).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 #[test]

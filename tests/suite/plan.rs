@@ -17,14 +17,13 @@ workload:
       - { src: 3, dst: 7, size: 4MB }
 ";
 
+/// The plan in `yaml` (as `p.yaml`), panicking with the error if it is refused.
+fn plan_ok(yaml: &str) -> doorbell::plan::Plan {
+    plan_str(yaml, "p.yaml", "p", &Overrides::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn decide(plan: &str) -> (Option<usize>, Vec<bool>) {
-    let p = plan_str(
-        &format!("{BASE}{plan}"),
-        "p.yaml",
-        "p",
-        &Overrides::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let p = plan_ok(&format!("{BASE}{plan}"));
     let (choice, ev) = p.decide();
     let report = p.report(choice, &ev);
     assert!(report.contains("decision"), "{report}");
@@ -130,13 +129,7 @@ workload:
     );
     assert!(text.contains("p99 >="), "{text}");
     // A plan cannot call a lower bound under the target a pass.
-    let p = plan_str(
-        &format!("{yaml}plan: {{ targets: {{ p99_fct_max: 1ms }}, candidates: [ {{ topology.spines: 0 }} ] }}\n"),
-        "p.yaml",
-        "p",
-        &Overrides::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let p = plan_ok(&format!("{yaml}plan: {{ targets: {{ p99_fct_max: 1ms }}, candidates: [ {{ topology.spines: 0 }} ] }}\n"));
     let (choice, ev) = p.decide();
     let e = ev[0].as_ref().unwrap();
     assert!(!e.pass && e.p99_lower_bound, "{:?}", e.failed);
@@ -198,13 +191,7 @@ fn plan_repeats_judge_the_means_over_shared_seeds() {
     - { topology.spines: 4 }
     - { topology.spines: 6 }
 ";
-    let p = plan_str(
-        &format!("{BASE}{text}"),
-        "p.yaml",
-        "p",
-        &Overrides::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let p = plan_ok(&format!("{BASE}{text}"));
     assert_eq!(p.repeats, 3);
     let (choice, ev) = p.decide();
     assert_eq!(choice.map(|i| p.candidates[i].spines), Some(4));

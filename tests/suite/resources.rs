@@ -3,22 +3,15 @@
 //! running stops with exit 2 instead of being killed or aborting, and `validate` prints
 //! the estimate. Costs are in `sim::footprint`.
 
+use crate::common::{bin, stderr};
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_doorbell"))
-}
+use std::process::Command;
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("doorbell-res-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 /// About 15 million 2-byte flows (under the per-item flow limit) used to abort on a
