@@ -195,7 +195,10 @@ impl QueuePair {
         // Newly acknowledged: how far the oldest unacknowledged packet moved (a NAK
         // rewinds what is in flight without acknowledging what it rewinds).
         let before = self.req.acked_packets();
-        let nak = ack.kind == crate::transport::rc::AckKind::NakSeq;
+        let nak = matches!(
+            ack.kind,
+            crate::transport::rc::AckKind::NakSeq | crate::transport::rc::AckKind::NakSelective
+        );
         self.req.handle_ack(now, ack);
         let acked = self.req.acked_packets() - before;
         let cc = &mut self.cc[Direction::Forward as usize];
@@ -221,6 +224,8 @@ impl QueuePair {
     /// forward direction's congestion control of a loss, whose window (in packets of
     /// `mtu_wire` bytes) then bounds the resend.
     pub fn handle_timeout(&mut self, now: SimTime, mtu_wire: u64) {
+        // Out-of-order RC: the responder's hole timer (its NAKs wait in `resp`).
+        self.resp.handle_timeout(now);
         let before = self.req.stats.timeouts;
         self.req.handle_timeout(now);
         if self.req.stats.timeouts > before {
@@ -238,11 +243,14 @@ impl QueuePair {
         cc.rate_bps()
     }
 
-    /// The requester's deadline moved: returns the time of a timer event to schedule,
-    /// if none is pending at or before it.
+    /// The requester's (or, out of order, the responder's) deadline moved: returns the
+    /// time of a timer event to schedule, if none is pending at or before it.
     #[inline]
     pub fn arm_timer(&mut self) -> Option<SimTime> {
-        let t = self.req.next_timeout()?;
+        let t = match (self.req.next_timeout(), self.resp.next_timeout()) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
         if self.timer_at.is_some_and(|s| s <= t) {
             return None;
         }
@@ -325,6 +333,7 @@ mod tests {
             psn,
             credits: 0,
             rnr_code: 0,
+            count: 0,
         }
     }
 

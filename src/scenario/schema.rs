@@ -295,6 +295,15 @@ pub struct RcSpec {
     pub connections: Option<ConnectionsSpec>,
     /// Send queue depth, 1-65536; default 256.
     pub max_send_wr: Option<u32>,
+    /// Place packets that overtook others instead of answering them with a sequence NAK
+    /// (NICs built for adaptive routing); default false (plain RC).
+    pub out_of_order: Option<bool>,
+    /// Out-of-order RC: how long a hole may hold packets up before its PSNs are asked
+    /// for again; default `100us` (IRN's RTO_low; NICs do not document theirs).
+    pub reorder_timeout: Option<Duration>,
+    /// Out-of-order RC: NAK a hole as soon as a later packet shows it (IRN-style);
+    /// default false.
+    pub selective_nak: Option<bool>,
 }
 
 /// Which flows share a queue pair.

@@ -413,8 +413,10 @@ impl Sim {
         if qp.dead {
             return false; // the queue pair finished
         }
-        let due = qp.req.next_timeout().is_some_and(|t| t <= now);
+        let due = qp.req.next_timeout().is_some_and(|t| t <= now)
+            || qp.resp.next_timeout().is_some_and(|t| t <= now);
         qp.handle_timeout(now, mtu_wire);
+        self.send_selective_naks(now, slot);
         self.after_requester_input(now, slot);
         due
     }
@@ -553,15 +555,21 @@ impl Sim {
                 self.at_responder(now, host, slot, &p, telemetry, sent_at)
             }
             PktKind::Ack => {
+                let kind = match p.ack_kind {
+                    0 => AckKind::Ack,
+                    1 => AckKind::NakSeq,
+                    2 => AckKind::NakRnr,
+                    _ => AckKind::NakSelective,
+                };
+                let selective = kind == AckKind::NakSelective;
                 let info = AckInfo {
-                    kind: match p.ack_kind {
-                        0 => AckKind::Ack,
-                        1 => AckKind::NakSeq,
-                        _ => AckKind::NakRnr,
-                    },
+                    kind,
                     psn: p.psn,
-                    credits: p.aux,
+                    // A selective NAK carries its run length where an ACK carries
+                    // credits.
+                    credits: if selective { 0 } else { p.aux },
                     rnr_code: p.rnr_code,
+                    count: if selective { p.aux } else { 0 },
                 };
                 let mtu_wire = self.mtu + self.overhead + self.int_bytes;
                 self.qps[slot as usize].handle_ack(
@@ -652,7 +660,7 @@ impl Sim {
             self.notify(now, slot, p, false);
         }
         let qp = &mut self.qps[slot as usize];
-        let a = qp.resp.handle_request(&req);
+        let a = qp.resp.handle_request(now, &req);
         if let Some((psn, n)) = a.read {
             // (Re)start streaming responses from `psn`.
             qp.start_read_responses(p.flow, psn, n);
@@ -666,36 +674,82 @@ impl Sim {
             // for each one a completed SEND consumed.
             qp.resp.post_recv(1);
         }
-        let f = &mut self.flows[p.flow as usize];
-        f.delivered += a.deliver as u64;
-        if a.message_done && f.landed.is_none() {
-            // Landed; it completes when the requester hears of it (its ACK).
-            f.landed = Some(now);
-            self.on_delivered(now, p.flow);
+        self.flows[p.flow as usize].delivered += a.deliver as u64;
+        if a.message_done {
+            self.landed(now, p.flow);
+        }
+        // Out-of-order RC: the messages this packet completed, in order.
+        while let Some(wr) = self.qps[slot as usize].resp.pop_done() {
+            if req.op == Op::Send {
+                self.qps[slot as usize].resp.post_recv(1);
+            }
+            self.landed(now, wr as FlowId);
         }
         if let Some(ack) = a.reply {
-            let mut r = self.new_packet(p.flow, p.dst, p.src, PktKind::Ack);
-            r.psn = ack.psn;
-            r.seq = ack.psn;
-            r.aux = ack.credits;
-            r.ack_kind = match ack.kind {
-                AckKind::Ack => 0,
-                AckKind::NakSeq => 1,
-                AckKind::NakRnr => 2,
-            };
-            r.rnr_code = ack.rnr_code;
-            r.wire = (self.overhead + AETH_BYTES + self.int_bytes) as u32;
-            let id = self.pool.alloc(r);
-            // HPCC: the ACK echoes the telemetry of the packet it answers.
-            if let Some(t) = telemetry {
-                self.pool.set_telemetry(id, t);
-            }
-            // Swift: the ACK echoes the send time of the packet it answers.
-            if let Some(t) = sent_at {
-                self.pool.set_sent_at(id, t);
-            }
-            self.nics[host as usize].ctrl.push_back(id);
+            self.send_ack(p.flow, p.dst, p.src, ack, telemetry, sent_at);
         }
+        self.send_selective_naks(now, slot);
         self.kick(now, host);
+    }
+
+    /// A message of `flow` is all in the receiver's memory: landed; it completes when
+    /// the requester hears of it (its ACK).
+    fn landed(&mut self, now: SimTime, flow: FlowId) {
+        let f = &mut self.flows[flow as usize];
+        if f.landed.is_none() {
+            f.landed = Some(now);
+            self.on_delivered(now, flow);
+        }
+    }
+
+    /// Queues an ACK or NAK of `flow` from `from` (the responder's host) to `to`.
+    fn send_ack(
+        &mut self,
+        flow: FlowId,
+        from: u32,
+        to: u32,
+        ack: AckInfo,
+        telemetry: Option<crate::cc::Telemetry>,
+        sent_at: Option<SimTime>,
+    ) {
+        let mut r = self.new_packet(flow, from, to, PktKind::Ack);
+        r.psn = ack.psn;
+        r.seq = ack.psn;
+        r.aux = ack.credits;
+        r.ack_kind = match ack.kind {
+            AckKind::Ack => 0,
+            AckKind::NakSeq => 1,
+            AckKind::NakRnr => 2,
+            AckKind::NakSelective => {
+                r.aux = ack.count;
+                3
+            }
+        };
+        r.rnr_code = ack.rnr_code;
+        r.wire = (self.overhead + AETH_BYTES + self.int_bytes) as u32;
+        let id = self.pool.alloc(r);
+        // HPCC: the ACK echoes the telemetry of the packet it answers.
+        if let Some(t) = telemetry {
+            self.pool.set_telemetry(id, t);
+        }
+        // Swift: the ACK echoes the send time of the packet it answers.
+        if let Some(t) = sent_at {
+            self.pool.set_sent_at(id, t);
+        }
+        self.nics[from as usize].ctrl.push_back(id);
+    }
+
+    /// Out-of-order RC: the selective NAKs the responder of `slot` queued go out.
+    fn send_selective_naks(&mut self, now: SimTime, slot: u32) {
+        let qp = &self.qps[slot as usize];
+        let (src, dst, flow) = (qp.src, qp.dst, qp.read_flow);
+        let mut any = false;
+        while let Some(nak) = self.qps[slot as usize].resp.pop_nak() {
+            self.send_ack(flow, dst, src, nak, None, None);
+            any = true;
+        }
+        if any {
+            self.kick(now, dst);
+        }
     }
 }

@@ -18,10 +18,18 @@
 //! requester counts packets with a 64-bit sequence so that a long transfer never confuses
 //! two laps of the PSN space.
 //!
+//! Out-of-order placement (`RcParams::out_of_order`, off by default as on plain RC) lets
+//! the responder place packets that overtook others (adaptive routing, spraying) instead
+//! of answering them with a sequence NAK: see [`OutOfOrder`] and `rc/reorder.rs`.
+//!
 //! Leaves out: atomics, SEND/WRITE with immediate, inline data, unreliable modes, path
 //! migration, and the responder's own resource limits beyond receive WQEs.
 
-use crate::units::SimDuration;
+mod reorder;
+
+pub use reorder::{Placed, ReorderBuffer};
+
+use crate::units::{SimDuration, SimTime};
 use std::collections::VecDeque;
 
 /// PSNs are 24 bits (IBTA 9.7.1).
@@ -95,7 +103,40 @@ pub struct RcParams {
     pub e2e_credits: bool,
     /// First PSN (so wraparound can be exercised).
     pub initial_psn: u32,
+    /// Out-of-order placement; `None`: plain RC, where any reordering is a sequence
+    /// error (IBTA 9.7.5.1.2).
+    pub out_of_order: Option<OutOfOrder>,
 }
+
+/// Out-of-order tolerant RC, as NICs built for adaptive routing run it.
+///
+/// The responder places a packet that arrives ahead of the expected PSN (a bitmap over
+/// the PSN window, [`ReorderBuffer`]), completes messages in order once every packet of
+/// them is there, and acknowledges cumulatively (IRN, Mittal et al., SIGCOMM 2018, §3;
+/// NVIDIA: ConnectX places adaptively routed RDMA WRITE data directly, out of order, and
+/// NCCL sends data above `NCCL_IB_AR_THRESHOLD` as plain WRITEs for that reason). A hole
+/// that has held packets up for `reorder_timeout` is asked for again with a selective
+/// NAK naming the missing PSNs, and the requester resends those only; with
+/// `selective_nak` the responder NAKs a hole as soon as a later packet shows it (IRN's
+/// NACK on every out-of-order arrival). Neither NVIDIA nor the IBTA documents a NIC's
+/// reorder timer: its value here is an assumption, stated where it is set.
+///
+/// A READ's responses are placed out of order at the requester too; a hole there makes
+/// the requester ask again from the first missing response to the end of the READ (one
+/// READ stream per queue pair: a request names a range to its end), so responses placed
+/// already may come twice and are dropped. A READ request or a SEND's first packet that
+/// overtakes earlier packets is not executed ahead of them: it is dropped and asked for
+/// again like a lost packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfOrder {
+    /// How long a hole may hold packets up before its PSNs are asked for again.
+    pub reorder_timeout: SimDuration,
+    /// NAK a hole as soon as a later packet shows it (IRN-style), besides the timer.
+    pub selective_nak: bool,
+}
+
+/// Most holes one selective-NAK round names (each is one NAK packet).
+pub const MAX_NAKS_PER_ROUND: usize = 16;
 
 impl Default for RcParams {
     /// NCCL's defaults (nccl `src/transport/net_ib/connect.cc`): timeout 20, retry_cnt 7,
@@ -112,6 +153,7 @@ impl Default for RcParams {
             ack_every: 1,
             e2e_credits: true,
             initial_psn: 0,
+            out_of_order: None,
         }
     }
 }
@@ -145,6 +187,10 @@ pub enum AckKind {
     NakSeq,
     /// Receiver not ready at `psn`: retry after the RNR timer.
     NakRnr,
+    /// Out-of-order RC: `count` PSNs from `psn` are missing; resend those only. It
+    /// acknowledges nothing (cumulative ACKs come on their own) and carries its run
+    /// length where an ACK carries its credit count.
+    NakSelective,
 }
 
 /// An ACK or NAK.
@@ -156,6 +202,8 @@ pub struct AckInfo {
     pub credits: u32,
     /// The responder's RNR timer code (RNR NAKs only).
     pub rnr_code: u8,
+    /// Selective NAKs: how many PSNs from `psn` to resend.
+    pub count: u32,
 }
 
 /// How a work request ended.
@@ -241,6 +289,11 @@ pub struct Requester {
     /// `window_packets`.
     cc_window_packets: Option<u32>,
     completions: VecDeque<Completion>,
+    /// Out-of-order RC: runs of sequence numbers a selective NAK asked for again, as
+    /// (first, count), sent before anything new.
+    resend: VecDeque<(u64, u64)>,
+    /// Out-of-order RC: READ responses placed ahead of the oldest missing one.
+    read_reorder: Option<ReorderBuffer>,
     pub stats: RequesterStats,
 }
 
@@ -262,6 +315,8 @@ impl Requester {
             credits: initial_credits,
             cc_window_packets: None,
             completions: VecDeque::new(),
+            resend: VecDeque::new(),
+            read_reorder: p.out_of_order.map(|_| ReorderBuffer::new(0)),
             stats: RequesterStats::default(),
         }
     }
@@ -370,7 +425,7 @@ impl Requester {
 
     /// Why the requester cannot send right now, or `None` if it can (or has nothing).
     pub fn has_work(&self) -> bool {
-        self.state == QpState::ReadyToSend && self.nxt < self.next_seq
+        self.state == QpState::ReadyToSend && (self.nxt < self.next_seq || !self.resend.is_empty())
     }
 
     /// The next packet to put on the wire, or `None` if blocked (window, credits, RNR
@@ -385,6 +440,14 @@ impl Requester {
             }
             self.rnr_wait_until = None;
         }
+        // Resends a selective NAK asked for go first; they are in flight already, so
+        // the window does not hold them back.
+        if let Some(req) = self.resend_packet(now) {
+            return Some(req);
+        }
+        if self.nxt >= self.next_seq {
+            return None;
+        }
         if let Some(w) = self.window() {
             if self.nxt - self.una >= w as u64 {
                 return None;
@@ -393,7 +456,6 @@ impl Requester {
         let i = self.wqe_index(self.nxt)?;
         let w = self.sq[i];
         let offset = self.nxt - w.first_seq;
-        let mtu = self.p.path_mtu as u64;
         let req = match w.op {
             Op::Read => {
                 // A READ request asks for every response from `nxt` to the end of the
@@ -428,17 +490,7 @@ impl Requester {
                     // credit count (it comes back in the ACK's or RNR NAK's AETH).
                     return None;
                 }
-                let payload = (w.len - offset * mtu).min(mtu) as u32;
-                TxRequest {
-                    psn: self.psn_of(self.nxt),
-                    op,
-                    payload,
-                    first: offset == 0,
-                    last: offset + 1 == w.packets,
-                    read_packets: 0,
-                    retransmission: self.nxt < self.high,
-                    wr_id: w.wr_id,
-                }
+                self.data_request(&w, self.nxt)
             }
         };
         if req.retransmission {
@@ -460,12 +512,69 @@ impl Requester {
         Some(req)
     }
 
+    /// The WRITE or SEND packet `seq` of request `w`.
+    fn data_request(&self, w: &Wqe, seq: u64) -> TxRequest {
+        let mtu = self.p.path_mtu as u64;
+        let offset = seq - w.first_seq;
+        TxRequest {
+            psn: self.psn_of(seq),
+            op: w.op,
+            payload: (w.len - offset * mtu).min(mtu) as u32,
+            first: offset == 0,
+            last: offset + 1 == w.packets,
+            read_packets: 0,
+            retransmission: seq < self.high,
+            wr_id: w.wr_id,
+        }
+    }
+
+    /// The next packet a selective NAK asked for again, if any is still unacknowledged.
+    /// A READ in the run is asked for again from that PSN to its end.
+    fn resend_packet(&mut self, now: SimTime) -> Option<TxRequest> {
+        while let Some(&(first, count)) = self.resend.front() {
+            let end = (first + count).min(self.high);
+            let seq = first.max(self.una);
+            if seq >= end {
+                self.resend.pop_front();
+                continue;
+            }
+            let Some(i) = self.wqe_index(seq) else {
+                self.resend.pop_front();
+                continue;
+            };
+            let w = self.sq[i];
+            let req = if w.op == Op::Read {
+                *self.resend.front_mut().unwrap() = (w.end_seq(), end.saturating_sub(w.end_seq()));
+                TxRequest {
+                    psn: self.psn_of(seq),
+                    op: Op::Read,
+                    payload: 0,
+                    first: true,
+                    last: true,
+                    read_packets: (w.end_seq() - seq) as u32,
+                    retransmission: true,
+                    wr_id: w.wr_id,
+                }
+            } else {
+                *self.resend.front_mut().unwrap() = (seq + 1, end - seq - 1);
+                self.data_request(&w, seq)
+            };
+            self.stats.retransmissions += 1;
+            self.ack_deadline = local_ack_timeout(self.p.timeout).map(|t| now + t);
+            return Some(req);
+        }
+        None
+    }
+
     /// Retires work requests acknowledged up to (not including) sequence `upto`.
     fn acknowledge(&mut self, upto: u64) {
         if upto <= self.una {
             return;
         }
         self.una = upto;
+        if let Some(b) = self.read_reorder.as_mut() {
+            b.skip_to(upto);
+        }
         if self.nxt < self.una {
             self.nxt = self.una;
         }
@@ -525,6 +634,8 @@ impl Requester {
         }
         self.retries_left -= 1;
         self.nxt = seq.max(self.una);
+        // Everything from there is sent again anyway.
+        self.resend.clear();
     }
 
     /// An ACK or NAK arrived (IBTA 9.7.5.2).
@@ -538,7 +649,9 @@ impl Requester {
             return;
         }
         let seq = seq.max(0) as u64;
-        self.credits = ack.credits;
+        if ack.kind != AckKind::NakSelective {
+            self.credits = ack.credits;
+        }
         match ack.kind {
             AckKind::Ack => {
                 // Cumulative: every PSN up to and including `psn` (9.7.5.2.1). A READ's
@@ -553,6 +666,13 @@ impl Requester {
                 self.acknowledge(seq.min(self.first_unacked_read_seq()));
                 self.go_back(seq, WcStatus::RetryExceeded);
                 self.rearm(now);
+            }
+            AckKind::NakSelective => {
+                // Out-of-order RC: resend the missing run only (its PSNs were sent).
+                self.stats.seq_naks += 1;
+                if self.p.out_of_order.is_some() && ack.count > 0 {
+                    self.resend.push_back((seq, ack.count as u64));
+                }
             }
             AckKind::NakRnr => {
                 // Wait the RNR timer, then resend from `psn` (9.7.5.2.9).
@@ -598,6 +718,16 @@ impl Requester {
             return 0;
         }
         let seq = seq as u64;
+        if let Some(b) = self.read_reorder.as_mut().filter(|_| seq > self.una) {
+            // Out-of-order RC: place it; the hole timer asks for what is missing.
+            return match b.place(now, seq, None) {
+                Placed::Duplicate => {
+                    self.stats.duplicate_read_responses += 1;
+                    0
+                }
+                Placed::Ahead { .. } => payload,
+            };
+        }
         if seq > self.una {
             // A response went missing: ask again from the first missing PSN, once per
             // gap (responses already in flight behind it are dropped as they come).
@@ -608,9 +738,21 @@ impl Requester {
             }
             return 0;
         }
-        self.acknowledge(seq + 1);
+        let mut upto = seq + 1;
+        if let Some(b) = self.read_reorder.as_mut() {
+            // Past the responses placed behind it.
+            let mut sink = VecDeque::new();
+            upto += b.advance(now, upto - b.next().min(upto), &mut sink);
+        }
+        self.acknowledge(upto);
         self.rearm(now);
         payload
+    }
+
+    /// When a hole among READ responses will have held the others up too long.
+    fn read_hole_deadline(&self) -> Option<SimTime> {
+        let ooo = self.p.out_of_order?;
+        self.read_reorder.as_ref()?.deadline(ooo.reorder_timeout)
     }
 
     /// When the requester next needs `handle_timeout`, if ever.
@@ -620,10 +762,14 @@ impl Requester {
             // deadline that failed it; a stale one would fire again and again).
             return None;
         }
-        match (self.rnr_wait_until, self.ack_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.rnr_wait_until,
+            self.ack_deadline,
+            self.read_hole_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Timers that are due fire: the RNR back-off ends, or the local ACK timeout expires
@@ -634,6 +780,17 @@ impl Requester {
         }
         if self.rnr_wait_until.is_some_and(|t| t <= now) {
             self.rnr_wait_until = None;
+        }
+        if self.read_hole_deadline().is_some_and(|t| t <= now) {
+            // A READ response is missing: ask again from it to the end of its READ.
+            self.stats.seq_naks += 1;
+            if let Some(b) = self.read_reorder.as_mut() {
+                b.restart_gap_timer(now);
+            }
+            if self.nxt > self.una {
+                self.nxt = self.una;
+                self.resend.clear();
+            }
         }
         if self.ack_deadline.is_some_and(|t| t <= now) {
             self.ack_deadline = None;
@@ -684,6 +841,13 @@ pub struct Responder {
     unacked: u32,
     /// Posted, unconsumed receive WQEs.
     recv_wqes: u32,
+    /// Out-of-order RC: the packets placed ahead of ePSN (its `next` is ePSN counted
+    /// from the first PSN, so it never wraps).
+    reorder: Option<ReorderBuffer>,
+    /// Out-of-order RC: messages completed (in order), by work request, for the caller.
+    done: VecDeque<u64>,
+    /// Out-of-order RC: selective NAKs to send.
+    naks: VecDeque<AckInfo>,
     pub stats: ResponderStats,
 }
 
@@ -695,6 +859,9 @@ impl Responder {
             nak_outstanding: false,
             unacked: 0,
             recv_wqes,
+            reorder: p.out_of_order.map(|_| ReorderBuffer::new(0)),
+            done: VecDeque::new(),
+            naks: VecDeque::new(),
             stats: ResponderStats::default(),
         }
     }
@@ -712,10 +879,20 @@ impl Responder {
         self.epsn
     }
 
+    /// Out-of-order RC: the next message completed, in order (its work request).
+    pub fn pop_done(&mut self) -> Option<u64> {
+        self.done.pop_front()
+    }
+
+    /// Out-of-order RC: the next selective NAK to send.
+    pub fn pop_nak(&mut self) -> Option<AckInfo> {
+        self.naks.pop_front()
+    }
+
     fn ack(&mut self, kind: AckKind, psn: u32) -> Option<AckInfo> {
         match kind {
             AckKind::Ack => self.stats.acks_sent += 1,
-            AckKind::NakSeq => self.stats.seq_naks_sent += 1,
+            AckKind::NakSeq | AckKind::NakSelective => self.stats.seq_naks_sent += 1,
             AckKind::NakRnr => self.stats.rnr_naks_sent += 1,
         }
         self.unacked = 0;
@@ -724,11 +901,48 @@ impl Responder {
             psn,
             credits: self.recv_wqes,
             rnr_code: self.p.min_rnr_timer,
+            count: 0,
         })
     }
 
-    /// A request packet arrived (IBTA 9.7.5.1).
-    pub fn handle_request(&mut self, req: &TxRequest) -> ResponderAction {
+    /// Queues a selective NAK for `count` sequence numbers from `seq`.
+    fn selective_nak(&mut self, seq: u64, count: u64) {
+        let Some(b) = self.reorder.as_ref() else {
+            return;
+        };
+        let psn = psn_add(self.epsn, seq - b.next());
+        self.stats.seq_naks_sent += 1;
+        self.naks.push_back(AckInfo {
+            kind: AckKind::NakSelective,
+            psn,
+            credits: 0,
+            rnr_code: self.p.min_rnr_timer,
+            count: count.min(u32::MAX as u64) as u32,
+        });
+    }
+
+    /// When the hole timer of out-of-order RC next needs `handle_timeout`.
+    pub fn next_timeout(&self) -> Option<SimTime> {
+        self.reorder
+            .as_ref()?
+            .deadline(self.p.out_of_order?.reorder_timeout)
+    }
+
+    /// The hole timer fired: every hole (up to [`MAX_NAKS_PER_ROUND`]) is asked for
+    /// with a selective NAK, and the timer starts again.
+    pub fn handle_timeout(&mut self, now: SimTime) {
+        if !self.next_timeout().is_some_and(|t| t <= now) {
+            return;
+        }
+        let b = self.reorder.as_mut().expect("a deadline needs the buffer");
+        b.restart_gap_timer(now);
+        for (seq, count) in b.holes(MAX_NAKS_PER_ROUND) {
+            self.selective_nak(seq, count);
+        }
+    }
+
+    /// A request packet arrived at `now` (IBTA 9.7.5.1).
+    pub fn handle_request(&mut self, now: SimTime, req: &TxRequest) -> ResponderAction {
         let mut a = ResponderAction::default();
         let d = psn_diff(req.psn, self.epsn);
         if d < 0 {
@@ -744,6 +958,9 @@ impl Responder {
             return a;
         }
         if d > 0 {
+            if self.reorder.is_some() {
+                return self.place_ahead(now, req, d as u64);
+            }
             // A gap: one NAK per sequence error, then silence until ePSN arrives.
             self.stats.out_of_sequence += 1;
             if !self.nak_outstanding {
@@ -753,33 +970,79 @@ impl Responder {
             return a;
         }
         self.nak_outstanding = false;
-        match req.op {
+        let taken = match req.op {
             Op::Read => {
                 // The READ's PSNs are its responses'; the next request follows them.
-                self.epsn = psn_add(self.epsn, req.read_packets as u64);
                 a.read = Some((req.psn, req.read_packets));
+                req.read_packets as u64
+            }
+            Op::Send if req.first && self.recv_wqes == 0 => {
+                // 9.7.5.1.4: no receive WQE, RNR NAK; ePSN does not advance. The rest
+                // of the message, already in flight, is out of sequence now and is
+                // dropped silently, as after a sequence NAK: the requester will resend
+                // it after the RNR timer.
+                self.nak_outstanding = true;
+                a.reply = self.ack(AckKind::NakRnr, req.psn);
                 return a;
             }
-            Op::Send if req.first => {
-                if self.recv_wqes == 0 {
-                    // 9.7.5.1.4: no receive WQE, RNR NAK; ePSN does not advance. The rest
-                    // of the message, already in flight, is out of sequence now and is
-                    // dropped silently, as after a sequence NAK: the requester will resend
-                    // it after the RNR timer.
-                    self.nak_outstanding = true;
-                    a.reply = self.ack(AckKind::NakRnr, req.psn);
-                    return a;
+            op => {
+                if op == Op::Send && req.first {
+                    self.recv_wqes -= 1;
                 }
-                self.recv_wqes -= 1;
+                a.deliver = req.payload;
+                self.unacked += 1;
+                1
             }
-            _ => {}
+        };
+        self.epsn = psn_add(self.epsn, taken);
+        let Some(b) = self.reorder.as_mut() else {
+            if req.op != Op::Read {
+                a.message_done = req.last;
+                if req.last || self.unacked >= self.p.ack_every {
+                    a.reply = self.ack(AckKind::Ack, req.psn);
+                }
+            }
+            return a;
+        };
+        // Out-of-order RC: past every packet placed behind this one; its message and
+        // theirs complete in order.
+        if req.last && req.op != Op::Read {
+            self.done.push_back(req.wr_id);
         }
-        self.epsn = psn_add(self.epsn, 1);
-        a.deliver = req.payload;
-        a.message_done = req.last;
-        self.unacked += 1;
-        if req.last || self.unacked >= self.p.ack_every {
-            a.reply = self.ack(AckKind::Ack, req.psn);
+        let passed = b.advance(now, taken, &mut self.done);
+        self.epsn = psn_add(self.epsn, passed);
+        if req.op != Op::Read && (req.last || passed > 0 || self.unacked >= self.p.ack_every) {
+            a.reply = self.ack(AckKind::Ack, psn_add(self.epsn, PSN_MASK as u64));
+        }
+        a
+    }
+
+    /// Out-of-order RC: a packet `d` PSNs ahead of ePSN is placed (or, if it cannot run
+    /// ahead of the packets before it, counted missing).
+    fn place_ahead(&mut self, now: SimTime, req: &TxRequest, d: u64) -> ResponderAction {
+        let mut a = ResponderAction::default();
+        let b = self.reorder.as_mut().expect("out-of-order RC");
+        let seq = b.next() + d;
+        self.stats.out_of_sequence += 1;
+        if req.op == Op::Read || (req.op == Op::Send && req.first) {
+            // A READ runs, and a SEND takes its receive WQE, in order only.
+            if !b.is_placed(seq) {
+                b.mark_missing(now, seq);
+            }
+            return a;
+        }
+        match b.place(now, seq, req.last.then_some(req.wr_id)) {
+            Placed::Duplicate => {
+                self.stats.duplicates += 1;
+                a.duplicate = true;
+            }
+            Placed::Ahead { new_hole } => {
+                a.deliver = req.payload;
+                let selective = self.p.out_of_order.is_some_and(|o| o.selective_nak);
+                if let Some((first, count)) = new_hole.filter(|_| selective) {
+                    self.selective_nak(first, count);
+                }
+            }
         }
         a
     }
@@ -787,3 +1050,6 @@ impl Responder {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod ooo_tests;

@@ -188,7 +188,10 @@ fn merge_rc(base: &RcSpec, over: &RcSpec) -> RcSpec {
         e2e_credits,
         initial_psn,
         connections,
-        max_send_wr
+        max_send_wr,
+        out_of_order,
+        reorder_timeout,
+        selective_nak
     )
 }
 

@@ -23,6 +23,7 @@ fn ack(psn: u32) -> AckInfo {
         psn,
         credits: 0,
         rnr_code: 0,
+        count: 0,
     }
 }
 
@@ -244,21 +245,21 @@ fn responder_delivers_in_order_naks_a_gap_once_and_reacks_duplicates() {
     let mut r = Requester::new(params(), 0);
     r.post(1, Op::Write, 4000);
     let p = drain(&mut r, T0);
-    let a0 = resp.handle_request(&p[0]);
+    let a0 = resp.handle_request(T0, &p[0]);
     assert_eq!(a0.deliver, 1000);
     assert_eq!(a0.reply.unwrap().kind, AckKind::Ack);
     // p[1] lost: p[2] and p[3] are out of sequence; only the first NAKs.
-    let a2 = resp.handle_request(&p[2]);
+    let a2 = resp.handle_request(T0, &p[2]);
     assert_eq!(a2.reply.unwrap().kind, AckKind::NakSeq);
     assert_eq!(a2.reply.unwrap().psn, 1);
     assert_eq!(a2.deliver, 0);
-    let a3 = resp.handle_request(&p[3]);
+    let a3 = resp.handle_request(T0, &p[3]);
     assert_eq!(a3.reply, None);
     // The expected PSN arrives: delivered, NAK state clears.
-    let a1 = resp.handle_request(&p[1]);
+    let a1 = resp.handle_request(T0, &p[1]);
     assert_eq!(a1.deliver, 1000);
     // A duplicate is never delivered twice and is re-acked with the latest PSN.
-    let dup = resp.handle_request(&p[0]);
+    let dup = resp.handle_request(T0, &p[0]);
     assert!(dup.duplicate);
     assert_eq!(dup.deliver, 0);
     assert_eq!(dup.reply.unwrap().psn, 1);
@@ -275,7 +276,7 @@ fn ack_every_coalesces_and_message_end_always_acks() {
     r.post(1, Op::Write, 4000);
     let acks: Vec<bool> = drain(&mut r, T0)
         .iter()
-        .map(|x| resp.handle_request(x).reply.is_some())
+        .map(|x| resp.handle_request(T0, x).reply.is_some())
         .collect();
     assert_eq!(acks, vec![false, false, true, true]);
 }
@@ -293,9 +294,9 @@ fn send_consumes_a_receive_wqe_or_is_rnr_naked() {
     r.post(1, Op::Send, 500);
     r.post(2, Op::Send, 500);
     let pk = drain(&mut r, T0);
-    assert_eq!(resp.handle_request(&pk[0]).deliver, 500);
+    assert_eq!(resp.handle_request(T0, &pk[0]).deliver, 500);
     assert_eq!(resp.recv_wqes(), 0);
-    let rnr = resp.handle_request(&pk[1]).reply.unwrap();
+    let rnr = resp.handle_request(T0, &pk[1]).reply.unwrap();
     assert_eq!(rnr.kind, AckKind::NakRnr);
     assert_eq!(rnr.psn, 1);
     r.handle_ack(SimTime(100), ack(0));
@@ -311,7 +312,7 @@ fn send_consumes_a_receive_wqe_or_is_rnr_naked() {
     let again = r.poll_transmit(t).unwrap();
     assert_eq!(again.psn, 1);
     // A second RNR NAK exhausts rnr_retry 1.
-    let rnr2 = resp.handle_request(&again).reply.unwrap();
+    let rnr2 = resp.handle_request(T0, &again).reply.unwrap();
     r.handle_ack(t, rnr2);
     assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
     assert_eq!(
@@ -331,15 +332,15 @@ fn packets_behind_an_rnr_nak_are_dropped_silently() {
     r.post(1, Op::Send, 3000);
     let pk = drain(&mut r, T0);
     assert_eq!(
-        resp.handle_request(&pk[0]).reply.unwrap().kind,
+        resp.handle_request(T0, &pk[0]).reply.unwrap().kind,
         AckKind::NakRnr
     );
     // The rest of the message draws no sequence NAK (which would spend retry_cnt).
-    assert_eq!(resp.handle_request(&pk[1]).reply, None);
-    assert_eq!(resp.handle_request(&pk[2]).reply, None);
+    assert_eq!(resp.handle_request(T0, &pk[1]).reply, None);
+    assert_eq!(resp.handle_request(T0, &pk[2]).reply, None);
     // Once a receive WQE is posted, the resent message is accepted from its start.
     resp.post_recv(1);
-    let a = resp.handle_request(&pk[0]);
+    let a = resp.handle_request(T0, &pk[0]);
     assert_eq!(a.deliver, 1000);
 }
 
@@ -357,7 +358,7 @@ fn rnr_retry_7_never_fails() {
     let mut now = T0;
     for _ in 0..100 {
         let pkt = r.poll_transmit(now).unwrap();
-        let nak = resp.handle_request(&pkt).reply.unwrap();
+        let nak = resp.handle_request(T0, &pkt).reply.unwrap();
         r.handle_ack(now, nak);
         now = r.next_timeout().unwrap();
         r.handle_timeout(now);
@@ -365,7 +366,7 @@ fn rnr_retry_7_never_fails() {
     assert_eq!(r.state(), QpState::ReadyToSend);
     resp.post_recv(1);
     let pkt = r.poll_transmit(now).unwrap();
-    r.handle_ack(now, resp.handle_request(&pkt).reply.unwrap());
+    r.handle_ack(now, resp.handle_request(T0, &pkt).reply.unwrap());
     assert_eq!(r.pop_completion().unwrap().status, WcStatus::Success);
 }
 
@@ -383,6 +384,7 @@ fn credits_gate_new_send_messages() {
             psn: 0,
             credits: 1,
             rnr_code: 0,
+            count: 0,
         },
     );
     assert_eq!(
@@ -411,7 +413,7 @@ fn psns_wrap_across_2_pow_24() {
     );
     let mut delivered = 0;
     for x in &pk {
-        let a = resp.handle_request(x);
+        let a = resp.handle_request(T0, x);
         delivered += a.deliver;
         r.handle_ack(T0, a.reply.unwrap());
     }
@@ -432,7 +434,7 @@ fn read_streams_responses_and_rerequests_from_a_gap() {
         None,
         "max_rd_atomic 1, one READ at a time"
     );
-    let a = resp.handle_request(&req);
+    let a = resp.handle_request(T0, &req);
     assert_eq!(a.read, Some((0, 3)));
     assert_eq!(resp.expected_psn(), 3);
     // Response 0 arrives, 1 is lost, 2 arrives out of order.
@@ -441,7 +443,7 @@ fn read_streams_responses_and_rerequests_from_a_gap() {
     let again = r.poll_transmit(T0).unwrap();
     assert_eq!((again.psn, again.read_packets), (1, 2));
     // The responder sees a duplicate READ and answers it again.
-    let a = resp.handle_request(&again);
+    let a = resp.handle_request(T0, &again);
     assert!(a.duplicate);
     assert_eq!(a.read, Some((1, 2)));
     assert_eq!(r.handle_read_response(T0, 1, 1000), 1000);
