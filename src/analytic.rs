@@ -101,7 +101,7 @@ fn one_way(
     let links = sc.topology.path_links(a, b);
     // Per-packet routing may spread a flow over every parallel path: each hop has as
     // many lanes as it has parallel links; per-flow routing keeps one.
-    let lanes = if sc.routing.per_packet() {
+    let lanes = if sc.routing.policy.per_packet() {
         sc.topology.path_lanes(a, b)
     } else {
         vec![1; links.len()]

@@ -624,7 +624,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             fabric_link_gbps: topo.fabric_link.rate.gbps_f64(),
             oversubscription: topo.oversubscription().map(r4),
         },
-        routing: sc.routing.name(),
+        routing: sc.routing.policy.name(),
         mtu_bytes: sc.mtu,
         encapsulation: sc.encapsulation.name(),
         sim_time_us: r4(out.end.as_us_f64()),

@@ -113,6 +113,10 @@ pub const FLAG_REVERSE: u8 = 16;
 /// congestion control wants it).
 pub const FLAG_TELEMETRY: u8 = 32;
 
+/// The packet's message is below NCCL's `NCCL_IB_AR_THRESHOLD`: it is not routed per
+/// packet (it takes its flow's ECMP port under `spray` and `adaptive`).
+pub const FLAG_NO_AR: u8 = 64;
+
 /// Payload of a RoCEv2 CNP (16 reserved bytes after the BTH).
 pub const CNP_PAYLOAD_BYTES: u64 = 16;
 

@@ -310,7 +310,7 @@ pub fn describe_fabric(sc: &Scenario) -> String {
         sc.encapsulation.name(),
         sc.mtu_wire_bytes(),
         sc.encapsulation.payload_efficiency(sc.mtu) * 100.0,
-        sc.routing.name()
+        sc.routing.policy.name()
     );
     // BDP per path: base RTT (a full packet out, an ACK back) x the bottleneck rate.
     let ack = sc.encapsulation.overhead_bytes() + crate::packet::AETH_BYTES;

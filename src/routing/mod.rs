@@ -9,7 +9,14 @@
 //! | `ecmp` | `ecmp.rs` | hash of the flow, salted per switch | RFC 2992; Ethernet ECMP |
 //! | `static` | `dmodk.rs` | destination mod k | OpenSM ftree (d-mod-k) |
 //! | `spray` | `spray.rs` | per packet, round robin over a flow's packets | packet spraying (Dixit et al., INFOCOM 2013) |
-//! | `adaptive` | `adaptive.rs` | per packet, the least-loaded port | IB adaptive routing (Quantum) |
+//! | `adaptive` | `adaptive.rs` | per packet, the least-loaded port (optional hysteresis) | IB adaptive routing (Quantum); Spectrum-X |
+//! | `flowlet` | `flowlet.rs` | per flowlet (idle gap), the least-loaded port | FLARE (CCR 2007), CONGA, LetFlow |
+//!
+//! Load is the port's queued bytes, or with [`LoadSignal::QueueAndGate`] also whether the
+//! port may send now (a PFC pause or missing IB credits count as a full queue). A packet
+//! that may not be routed per packet (NCCL sends messages below `NCCL_IB_AR_THRESHOLD`
+//! so that they need no out-of-order placement) takes the flow's ECMP port under `spray`
+//! and `adaptive`.
 //!
 //! A policy sees the clock, the packet's routing key and the candidates (how many, and
 //! each one's load), and may keep state of its own (flowlet tables, remote load), so a
@@ -21,15 +28,17 @@
 mod adaptive;
 mod dmodk;
 mod ecmp;
+mod flowlet;
 mod spray;
 
 pub use crate::rng::mix64;
 pub use adaptive::Adaptive;
 pub use dmodk::DModK;
-pub use ecmp::Ecmp;
+pub use ecmp::{five_tuple_hash, roce_udp_source_port, Ecmp, ROCEV2_UDP_PORT};
+pub use flowlet::Flowlet;
 pub use spray::Spray;
 
-use crate::units::SimTime;
+use crate::units::{SimDuration, SimTime};
 use serde::{Deserialize, Serialize};
 
 /// The routing policy a scenario names.
@@ -45,6 +54,8 @@ pub enum Routing {
     Spray,
     /// Per packet, the uplink with the fewest queued bytes.
     Adaptive,
+    /// Per flowlet: a flow may move to the least-loaded uplink after an idle gap.
+    Flowlet,
 }
 
 impl Routing {
@@ -59,8 +70,62 @@ impl Routing {
             Routing::Static => "static",
             Routing::Spray => "spray",
             Routing::Adaptive => "adaptive",
+            Routing::Flowlet => "flowlet",
         }
     }
+}
+
+/// What adaptive choices count as a port's load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadSignal {
+    /// Bytes queued at the port (default; what a switch's egress counters show).
+    #[default]
+    Queue,
+    /// Bytes queued, and a port held by a PFC pause or out of IB credits counts as full
+    /// (Quantum's adaptive routing also weighs credit state).
+    QueueAndGate,
+}
+
+/// A routing policy with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoutingConfig {
+    pub policy: Routing,
+    /// `flowlet`: the idle gap after which a flow may move.
+    pub flowlet_gap: SimDuration,
+    /// `adaptive`: another port must be this many bytes lighter than the flow's ECMP
+    /// port to be taken (0: always the lightest).
+    pub hysteresis_bytes: u64,
+    pub load: LoadSignal,
+}
+
+impl RoutingConfig {
+    /// `policy` with every parameter at its default.
+    pub fn new(policy: Routing) -> RoutingConfig {
+        RoutingConfig {
+            policy,
+            flowlet_gap: defaults::FLOWLET_GAP,
+            hysteresis_bytes: 0,
+            load: LoadSignal::Queue,
+        }
+    }
+}
+
+impl From<Routing> for RoutingConfig {
+    fn from(policy: Routing) -> RoutingConfig {
+        RoutingConfig::new(policy)
+    }
+}
+
+/// Defaults, with their sources.
+pub mod defaults {
+    use crate::units::SimDuration;
+    /// Flowlet gap: an assumption, a few times a two-tier fabric's base RTT plus the
+    /// queueing two paths may differ by (CONGA's 500 us is for 10G TCP fabrics, whose
+    /// RTTs are ten times longer).
+    pub const FLOWLET_GAP: SimDuration = SimDuration::from_us(50);
+    /// A port held by PFC or out of credits counts as this many bytes queued.
+    pub const HELD_PORT_BYTES: u64 = 1 << 40;
 }
 
 /// What a switch knows of a packet when it routes it.
@@ -74,6 +139,9 @@ pub struct RouteKey {
     pub flow_hash: u32,
     /// The packet's sequence number within its flow.
     pub seq: u32,
+    /// Whether per-packet policies may route this packet on its own (else it takes its
+    /// flow's ECMP port).
+    pub per_packet: bool,
 }
 
 /// The ports a switch may choose among: `n` of them, with each one's load (queued bytes).
@@ -89,15 +157,18 @@ pub enum RoutingPolicy {
     Static(DModK),
     Spray(Spray),
     Adaptive(Adaptive),
+    Flowlet(Flowlet),
 }
 
 impl RoutingPolicy {
-    pub fn new(routing: Routing) -> RoutingPolicy {
-        match routing {
+    /// The policy `cfg` names, for a fabric of `switches` switches.
+    pub fn new(cfg: RoutingConfig, switches: u32) -> RoutingPolicy {
+        match cfg.policy {
             Routing::Ecmp => RoutingPolicy::Ecmp(Ecmp),
             Routing::Static => RoutingPolicy::Static(DModK),
             Routing::Spray => RoutingPolicy::Spray(Spray),
-            Routing::Adaptive => RoutingPolicy::Adaptive(Adaptive),
+            Routing::Adaptive => RoutingPolicy::Adaptive(Adaptive::new(cfg.hysteresis_bytes)),
+            Routing::Flowlet => RoutingPolicy::Flowlet(Flowlet::new(cfg.flowlet_gap, switches)),
         }
     }
 
@@ -115,10 +186,32 @@ impl RoutingPolicy {
         match self {
             RoutingPolicy::Ecmp(p) => p.choose(now, key, c),
             RoutingPolicy::Static(p) => p.choose(now, key, c),
+            RoutingPolicy::Spray(_) | RoutingPolicy::Adaptive(_) if !key.per_packet => {
+                ecmp::ecmp_choice(c.n, key)
+            }
             RoutingPolicy::Spray(p) => p.choose(now, key, c),
             RoutingPolicy::Adaptive(p) => p.choose(now, key, c),
+            RoutingPolicy::Flowlet(p) => p.choose(now, key, c),
         }
     }
+}
+
+/// The candidate with the least load, scanning from `start` (ties go to the first at or
+/// after it).
+#[inline]
+pub(crate) fn least_loaded<F: Fn(u32) -> u64>(start: u32, c: &Candidates<F>) -> u32 {
+    let n = c.n;
+    let mut best = start;
+    let mut best_q = (c.load)(start);
+    for j in 1..n {
+        let i = (start + j) % n;
+        let q = (c.load)(i);
+        if q < best_q {
+            best = i;
+            best_q = q;
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -131,9 +224,10 @@ mod tests {
             dst,
             flow_hash: hash,
             seq,
+            per_packet: true,
         };
         let load = |i: u32| q.get(i as usize).copied().unwrap_or(0);
-        RoutingPolicy::new(r).choose(SimTime::ZERO, key, Candidates { n, load })
+        RoutingPolicy::new(r.into(), 4).choose(SimTime::ZERO, key, Candidates { n, load })
     }
 
     #[test]
@@ -143,6 +237,7 @@ mod tests {
             Routing::Static,
             Routing::Spray,
             Routing::Adaptive,
+            Routing::Flowlet,
         ] {
             assert_eq!(pick(r, 1, 3, 7, 11, 13, &[]), 0);
         }
@@ -192,5 +287,60 @@ mod tests {
             })
             .count();
         assert!(same < 32, "{same} of 64 flows hash alike at two switches");
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    fn choose(cfg: RoutingConfig, per_packet: bool, seq: u32, q: &[u64]) -> u32 {
+        let key = RouteKey {
+            switch: 1,
+            dst: 3,
+            flow_hash: 0xabcd,
+            seq,
+            per_packet,
+        };
+        let load = |i: u32| q[i as usize];
+        RoutingPolicy::new(cfg, 4).choose(
+            SimTime::ZERO,
+            key,
+            Candidates {
+                n: q.len() as u32,
+                load,
+            },
+        )
+    }
+
+    #[test]
+    fn packets_below_the_ar_threshold_keep_their_flows_ecmp_port() {
+        let q = [9_000, 100, 5_000, 7_000];
+        let ecmp = choose(Routing::Ecmp.into(), true, 0, &q);
+        for r in [Routing::Spray, Routing::Adaptive] {
+            for seq in 0..8 {
+                assert_eq!(choose(r.into(), false, seq, &q), ecmp, "{r:?}");
+            }
+        }
+        assert_eq!(choose(Routing::Adaptive.into(), true, 0, &q), 1);
+    }
+
+    #[test]
+    fn adaptive_hysteresis_keeps_the_ecmp_port_unless_another_is_lighter_by_more() {
+        let mut q = [4_000u64; 4];
+        let home = choose(Routing::Ecmp.into(), true, 0, &q) as usize;
+        let other = (home + 1) % 4;
+        q[other] = 1_000; // 3,000 B lighter
+        let cfg = |h| RoutingConfig {
+            hysteresis_bytes: h,
+            ..RoutingConfig::new(Routing::Adaptive)
+        };
+        assert_eq!(
+            choose(cfg(4_096), true, 0, &q) as usize,
+            home,
+            "within hysteresis"
+        );
+        assert_eq!(choose(cfg(2_048), true, 0, &q) as usize, other, "beyond it");
+        assert_eq!(choose(cfg(0), true, 0, &q) as usize, other);
     }
 }

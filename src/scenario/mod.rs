@@ -19,13 +19,14 @@ pub use crate::components::ingress::pfc_headroom;
 pub use crate::components::{BufferLimit, FlowControl, LinkFaults, Red, SwitchConfig};
 use crate::nic::config::HostConfig;
 use crate::packet::Encapsulation;
+use crate::routing::RoutingConfig;
 use crate::topology::Tier;
 use crate::topology::Topology;
 use crate::transport::rc::{Op, RcParams};
 use crate::units::SimDuration;
 use crate::workload::Workload;
 use schema::PostingMode;
-use schema::{Routing, ScenarioFile};
+use schema::ScenarioFile;
 use std::fmt;
 use std::path::Path;
 
@@ -142,7 +143,7 @@ pub struct Scenario {
     pub duration: Option<SimDuration>,
     pub topology: Topology,
     pub switch: SwitchConfig,
-    pub routing: Routing,
+    pub routing: RoutingConfig,
     /// Path MTU in payload bytes.
     pub mtu: u64,
     pub encapsulation: Encapsulation,

@@ -18,7 +18,7 @@ pub use crate::nic::spec::{
     ModerationSpec, NicSpec, PcieSpec, PostingMode, Wiring,
 };
 use crate::packet::Encapsulation;
-pub use crate::routing::Routing;
+pub use crate::routing::{LoadSignal, Routing};
 use crate::spec::null_default;
 pub use crate::spec::{Duration, NonZeroSize, Rate, Size};
 use crate::units::{Bytes, SimDuration};
@@ -43,8 +43,10 @@ pub struct ScenarioFile {
     pub topology: TopologySpec,
     #[serde(default, deserialize_with = "null_default")]
     pub switch: SwitchSpec,
+    /// `ecmp` (default), `static`, `spray`, `adaptive` or `flowlet`, or
+    /// `{ policy, flowlet_gap, hysteresis, load }`.
     #[serde(default, deserialize_with = "null_default")]
-    pub routing: Routing,
+    pub routing: RoutingSpec,
     #[serde(default, deserialize_with = "null_default")]
     pub packet: PacketSpec,
     pub workload: Vec<WorkloadSpec>,
@@ -871,4 +873,63 @@ pub struct CollectiveOverride {
     pub channels: Option<u32>,
     pub chunk: Option<NonZeroSize>,
     pub pxn: Option<bool>,
+}
+
+/// `routing:` a policy name, or the policy with its parameters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RoutingSpec {
+    pub policy: Routing,
+    /// `flowlet`: idle gap after which a flow may move; default `50us`.
+    pub flowlet_gap: Option<Duration>,
+    /// `adaptive`: how much lighter another port must be than the flow's ECMP port;
+    /// default 0 (always the lightest).
+    pub hysteresis: Option<Size>,
+    /// `adaptive` and `flowlet`: `queue` (default) or `queue_and_gate` (a port held by
+    /// PFC or out of IB credits counts as full).
+    pub load: Option<LoadSignal>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoutingMapSpec {
+    policy: Routing,
+    #[serde(default)]
+    flowlet_gap: Option<Duration>,
+    #[serde(default)]
+    hysteresis: Option<Size>,
+    #[serde(default)]
+    load: Option<LoadSignal>,
+}
+
+impl<'de> Deserialize<'de> for RoutingSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "a policy (`ecmp`, `static`, `spray`, `adaptive` or `flowlet`) or `{ policy, flowlet_gap, hysteresis, load }`";
+        impl<'de> Visitor<'de> for V {
+            type Value = RoutingSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RoutingSpec, E> {
+                let policy = Routing::deserialize(de::value::StrDeserializer::<E>::new(s))
+                    .map_err(|_| {
+                        E::custom(format!("unknown routing `{s}`, expected {EXPECTED}"))
+                    })?;
+                Ok(RoutingSpec {
+                    policy,
+                    ..RoutingSpec::default()
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<RoutingSpec, A::Error> {
+                let f = RoutingMapSpec::deserialize(de::value::MapAccessDeserializer::new(m))?;
+                Ok(RoutingSpec {
+                    policy: f.policy,
+                    flowlet_gap: f.flowlet_gap,
+                    hysteresis: f.hysteresis,
+                    load: f.load,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }

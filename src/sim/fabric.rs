@@ -8,8 +8,9 @@ use super::Sim;
 use crate::components::ingress::Upstream;
 use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
 use crate::engine::{Event, FlowId, PktId, PortId};
-use crate::packet::{PktKind, FLAG_ECN, FLAG_TELEMETRY};
-use crate::routing::{Candidates, RouteKey};
+use crate::packet::{PktKind, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
+use crate::routing::defaults::HELD_PORT_BYTES;
+use crate::routing::{Candidates, LoadSignal, RouteKey};
 use crate::topology::Node;
 use crate::units::SimTime;
 
@@ -200,6 +201,7 @@ impl Sim {
     fn route(&mut self, now: SimTime, sw: u32, pkt: PktId) -> Option<PortId> {
         let p = self.pool.get(pkt);
         let (dst, flow_hash, seq) = (p.dst, p.flow_hash, p.seq);
+        let (flags, wire) = (p.flags, p.wire as u64);
         let graph = &self.graph;
         let hosts = graph.hosts();
         if dst >= hosts {
@@ -222,11 +224,26 @@ impl Sim {
             dst,
             flow_hash,
             seq,
+            per_packet: flags & FLAG_NO_AR == 0,
         };
         let ports = &self.ports;
-        let load = |i: u32| ports[cands[i as usize] as usize].queued_bytes;
         let n = cands.len() as u32;
-        Some(cands[self.routing.choose(now, key, Candidates { n, load }) as usize])
+        let choice = match self.sc.routing.load {
+            LoadSignal::Queue => {
+                let load = |i: u32| ports[cands[i as usize] as usize].queued_bytes;
+                self.routing.choose(now, key, Candidates { n, load })
+            }
+            LoadSignal::QueueAndGate => {
+                // A port held by PFC or short of IB credits counts as full.
+                let load = |i: u32| {
+                    let port = &ports[cands[i as usize] as usize];
+                    let held = !port.data_gate_open(now, wire);
+                    port.queued_bytes + held as u64 * HELD_PORT_BYTES
+                };
+                self.routing.choose(now, key, Candidates { n, load })
+            }
+        };
+        Some(cands[choice as usize])
     }
 
     /// A packet reached switch `sw` over `in_port` (its tail arrives at `tail`): routed,

@@ -587,7 +587,7 @@ impl Sim {
             ingress,
             switches,
             nics,
-            routing: RoutingPolicy::new(sc.routing),
+            routing: RoutingPolicy::new(sc.routing, sc.topology.switches()),
             flows,
             rc_totals: RcTotals::default(),
             rc,

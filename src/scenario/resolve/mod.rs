@@ -13,6 +13,7 @@ pub mod compare;
 pub mod faults;
 pub mod flow_control;
 pub mod host;
+pub mod routing;
 pub mod switch;
 pub mod timeseries;
 pub mod topology;
@@ -226,7 +227,7 @@ pub fn resolve_document(
         duration,
         topology,
         switch,
-        routing: f.routing,
+        routing: routing::resolve(&f.routing)?,
         mtu,
         encapsulation,
         workload,
