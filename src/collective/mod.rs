@@ -86,6 +86,13 @@ pub mod defaults {
     pub const LAUNCH_OVERHEAD: SimDuration = SimDuration(35_000_000);
     /// nccl-tests' `-n` and `-w` defaults.
     pub const ITERS: u32 = 20;
+    /// NCCL's queue pairs per connection (`NCCL_IB_QPS_PER_CONNECTION`, `net_ib.cc`) and
+    /// the most it allows (`NCCL_IB_MAX_QPS`).
+    pub const QPS_PER_CONNECTION: u32 = 1;
+    pub const MAX_QPS_PER_CONNECTION: u32 = 128;
+    /// `NCCL_IB_AR_THRESHOLD` (`net_ib.cc`): data above it goes as a separate RDMA
+    /// WRITE that adaptive routing may spread.
+    pub const AR_THRESHOLD: u64 = 8192;
     pub const WARMUP_ITERS: u32 = 5;
 }
 
@@ -125,6 +132,13 @@ pub struct Collective {
     /// rate.
     pub switch_reduce_latency: SimDuration,
     pub switch_reduce_rate: BitsPerSec,
+    /// Queue pairs per connection (`NCCL_IB_QPS_PER_CONNECTION`), each its own 5-tuple.
+    pub qps_per_connection: u32,
+    /// Each message split across the connection's queue pairs (`NCCL_IB_SPLIT_DATA_ON_QPS`
+    /// = 1) rather than the queue pairs taken in turn, one message each (= 0).
+    pub split_data_on_qps: bool,
+    /// Messages below this many bytes are not routed per packet (`NCCL_IB_AR_THRESHOLD`).
+    pub ar_threshold: u64,
 }
 
 impl Collective {

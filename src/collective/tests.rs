@@ -35,6 +35,9 @@ pub(super) fn collective(
         channels_given: true,
         switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
         switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
+        qps_per_connection: 1,
+        split_data_on_qps: false,
+        ar_threshold: defaults::AR_THRESHOLD,
     }
 }
 

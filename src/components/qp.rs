@@ -49,8 +49,10 @@ pub struct QueuePair {
     pub src: u32,
     pub dst: u32,
     pub conn: u32,
-    /// Its packets' ECMP hash: per connection when shared, else its first flow's.
+    /// Its packets' ECMP hash (their 5-tuple's), and that of the packets going back
+    /// (ACKs, READ responses).
     pub flow_hash: u32,
+    pub reverse_hash: u32,
     /// Flows waiting for send-queue room (`max_send_wr`), in arrival order.
     pub backlog: VecDeque<FlowId>,
     /// Work requests posted by software and still in the host/NIC pipeline (not yet
@@ -102,6 +104,7 @@ impl QueuePair {
             dst,
             conn,
             flow_hash,
+            reverse_hash: flow_hash ^ 0x5bd1_e995,
             backlog: VecDeque::new(),
             pipeline: VecDeque::new(),
             req: Requester::new(rc, recv_wqes),

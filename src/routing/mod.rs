@@ -34,7 +34,7 @@ mod spray;
 pub use crate::rng::mix64;
 pub use adaptive::Adaptive;
 pub use dmodk::DModK;
-pub use ecmp::{five_tuple_hash, roce_udp_source_port, Ecmp, ROCEV2_UDP_PORT};
+pub use ecmp::{five_tuple_hash, roce_qp_hashes, roce_udp_source_port, Ecmp, ROCEV2_UDP_PORT};
 pub use flowlet::Flowlet;
 pub use spray::Spray;
 

@@ -861,6 +861,18 @@ pub struct CollectiveSpec {
     /// 400 Gb/s after 1 us.
     #[serde(default)]
     pub switch_aggregation: Option<IntraHostSpec>,
+    /// Queue pairs per connection, each its own 5-tuple (`NCCL_IB_QPS_PER_CONNECTION`);
+    /// default 1.
+    #[serde(default)]
+    pub qps_per_connection: Option<u32>,
+    /// Split every message across the connection's queue pairs instead of taking them in
+    /// turn (`NCCL_IB_SPLIT_DATA_ON_QPS`); default false (NCCL's since 2.20).
+    #[serde(default)]
+    pub split_data_on_qps: Option<bool>,
+    /// Messages below this are not routed per packet (`NCCL_IB_AR_THRESHOLD`); default
+    /// 8KiB.
+    #[serde(default)]
+    pub ar_threshold: Option<Size>,
 }
 
 /// What a compare set may change in the scenario's collectives.
@@ -873,6 +885,8 @@ pub struct CollectiveOverride {
     pub channels: Option<u32>,
     pub chunk: Option<NonZeroSize>,
     pub pxn: Option<bool>,
+    pub qps_per_connection: Option<u32>,
+    pub split_data_on_qps: Option<bool>,
 }
 
 /// `routing:` a policy name, or the policy with its parameters.

@@ -5,6 +5,7 @@
 use super::Sources;
 use super::{host_message, FlowState, Sim};
 use crate::analytic::ideal_fct_on_path;
+use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
 use crate::engine::{Event, FlowId};
 use crate::topology::LinkParams;
@@ -81,24 +82,56 @@ impl Sim {
                 (Some(h), true) => h.port_of(a.server, h.nic_of_gpu(b.gpu)),
                 _ => a.port,
             };
-            let def = FlowDef {
-                src: src_port,
-                dst: b.port,
-                size: s.bytes,
-                start: now,
-                workload: r.workload,
-                after: None,
+            // NCCL's queue pairs per connection: a message goes whole on the next queue
+            // pair in turn, or split over all of them in 128-byte-aligned parts
+            // (`net_ib.cc`, `ncclIbMultiSend`).
+            let (qps, split) = (r.cfg.qps_per_connection, r.cfg.split_data_on_qps);
+            let no_ar = s.bytes < r.cfg.ar_threshold;
+            let part = if split && qps > 1 {
+                s.bytes.div_ceil(qps as u64).div_ceil(128) * 128
+            } else {
+                s.bytes
             };
-            let id = self.flows.len();
-            let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, id, def);
-            // One connection per run and channel (at most 64 channels).
-            f.conn = 1 + run * 64 + s.channel;
-            f.coll = Some((run, s.xfer));
-            self.flows.push(f);
-            if let Some(h) = self.hostm.as_mut() {
-                h.add_message(host_message(&def));
+            let parts = if part == 0 {
+                1
+            } else {
+                s.bytes.div_ceil(part) as u32
+            };
+            let first_qp = if split {
+                0
+            } else {
+                let turn = self
+                    .qp_turn
+                    .entry((run, s.src, s.dst, s.channel))
+                    .or_insert(0);
+                let q = *turn;
+                *turn = (q + 1) % qps;
+                q
+            };
+            if parts > 1 {
+                self.parts_left.insert((run, s.xfer), parts);
             }
-            self.start_flow(now, id as u32);
+            for i in 0..parts {
+                let def = FlowDef {
+                    src: src_port,
+                    dst: b.port,
+                    size: (s.bytes - i as u64 * part).min(part),
+                    start: now,
+                    workload: self.colls[run as usize].workload,
+                    after: None,
+                };
+                let id = self.flows.len();
+                let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, id, def);
+                // One connection per run, channel and queue pair (at most 64 channels).
+                f.conn = 1 + (run * 64 + s.channel) * MAX_QPS + first_qp + i;
+                f.coll = Some((run, s.xfer));
+                f.no_ar = no_ar;
+                self.flows.push(f);
+                if let Some(h) = self.hostm.as_mut() {
+                    h.add_message(host_message(&def));
+                }
+                self.start_flow(now, id as u32);
+            }
         }
     }
 

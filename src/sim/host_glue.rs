@@ -137,6 +137,14 @@ impl Sim {
             self.src.switch(rx - hosts)
         };
         if let Some((run, xfer)) = self.flows[flow as usize].coll {
+            // A transfer split across queue pairs lands with its last part.
+            if let Some(left) = self.parts_left.get_mut(&(run, xfer)) {
+                *left -= 1;
+                if *left > 0 {
+                    return;
+                }
+                self.parts_left.remove(&(run, xfer));
+            }
             let done = self.colls[run as usize].landed(xfer, at);
             self.q.schedule(done, source, Event::CollDone { run, xfer });
             return;

@@ -149,6 +149,8 @@ pub struct FlowState {
     /// Sent as bare packets even under RC (in-network aggregation to and from switches,
     /// which end no queue pair).
     pub raw: bool,
+    /// Below NCCL's AR threshold: its packets are not routed per packet.
+    pub no_ar: bool,
 }
 
 const NO_QP: u32 = u32::MAX;
@@ -193,6 +195,7 @@ impl FlowState {
             conn: 0,
             coll: None,
             raw: false,
+            no_ar: false,
         }
     }
 }
@@ -391,6 +394,12 @@ pub struct Sim {
     /// Keyed by (requester, responder, connection): connection 0 for ordinary flows,
     /// 1 + channel for a collective's.
     pairs: HashMap<(u32, u32, u32), u32>,
+    /// A collective connection's next queue pair, taken in turn (NCCL's `qpIndex`):
+    /// keyed by (run, sending rank, receiving rank, channel).
+    qp_turn: HashMap<(u32, u32, u32, u32), u32>,
+    /// Collective transfers split across queue pairs: parts still to land, by (run,
+    /// transfer).
+    parts_left: HashMap<(u32, u32), u32>,
     rc_totals: RcTotals,
     cc: Option<CcParams>,
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
@@ -594,6 +603,8 @@ impl Sim {
             qps: Vec::new(),
             free_qps: Vec::new(),
             pairs: HashMap::new(),
+            qp_turn: HashMap::new(),
+            parts_left: HashMap::new(),
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
             telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),

@@ -8,10 +8,11 @@ use super::{Outcome, Sim, Todo, NO_QP, RAW_JOB};
 use crate::components::qp::{Direction, QueuePair};
 use crate::engine::{Event, FlowId, PktId};
 use crate::packet::{
-    Packet, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST, FLAG_RETX,
-    FLAG_REVERSE, FLAG_TELEMETRY, RETH_BYTES,
+    Packet, PktKind, AETH_BYTES, CNP_PAYLOAD_BYTES, FLAG_ECN, FLAG_FIRST, FLAG_LAST, FLAG_NO_AR,
+    FLAG_RETX, FLAG_REVERSE, FLAG_TELEMETRY, RETH_BYTES,
 };
 use crate::rng::{stream_seed, Stream};
+use crate::routing::roce_qp_hashes;
 use crate::scenario::Connections;
 use crate::transport::rc::{AckInfo, AckKind, Op, TxRequest, WcStatus};
 use crate::units::{SimDuration, SimTime};
@@ -89,21 +90,26 @@ impl Sim {
                     },
                 };
                 let _ = op;
-                // A shared connection keeps one 5-tuple however often it is reopened (a
-                // persistent connection); a queue pair per flow takes the flow's.
-                let flow_hash = if shared {
+                // The queue-pair numbers at both ends, drawn from the run's seed as a
+                // driver hands them out: a shared connection keeps its pair however often
+                // it is reopened (a persistent connection), a queue pair per flow takes
+                // the flow's. RoCEv2 derives the UDP source port from them, and ECMP
+                // hashes the 5-tuple.
+                let qpns = if shared {
                     stream_seed(
                         self.sc.seed,
                         Stream::FlowHash,
                         ((src as u64) << 32) | dst as u64,
                         1 + conn as u64,
-                    ) as u32
+                    )
                 } else {
-                    self.flows[flow as usize].flow_hash
+                    crate::rng::mix64(self.flows[flow as usize].flow_hash as u64)
                 };
-                let qp = QueuePair::new(
+                let (flow_hash, reverse_hash) = roce_qp_hashes(qpns, src, dst);
+                let mut qp = QueuePair::new(
                     now, src, dst, conn, flow_hash, flow, params, posted_now, self.cc, line,
                 );
+                qp.reverse_hash = reverse_hash;
                 let slot = match self.free_qps.pop() {
                     Some(s) => {
                         let gen = self.qps[s as usize].gen.wrapping_add(1);
@@ -276,19 +282,20 @@ impl Sim {
         let f = &self.flows[flow as usize];
         // A queue pair's packets share its 5-tuple (RoCE's UDP source port is per queue
         // pair), so every message on it takes the same ECMP path and stays in order.
-        let hash = if f.qp == NO_QP {
-            f.flow_hash
-        } else {
-            self.qps[f.qp as usize].flow_hash
-        };
         let reverse = matches!(kind, PktKind::Ack | PktKind::ReadResponse);
+        let flow_hash = match (f.qp == NO_QP, reverse) {
+            // A bare flow's reverse direction hashes like a different 5-tuple.
+            (true, false) => f.flow_hash,
+            (true, true) => f.flow_hash ^ 0x5bd1_e995,
+            (false, false) => self.qps[f.qp as usize].flow_hash,
+            (false, true) => self.qps[f.qp as usize].reverse_hash,
+        };
         Packet {
             kind,
             flow,
             src,
             dst,
-            // The reverse direction hashes like a different 5-tuple.
-            flow_hash: if reverse { hash ^ 0x5bd1_e995 } else { hash },
+            flow_hash,
             ..Packet::default()
         }
     }
@@ -345,7 +352,8 @@ impl Sim {
         p.flags = (tx.first as u8 * FLAG_FIRST)
             | (tx.last as u8 * FLAG_LAST)
             | (tx.retransmission as u8 * FLAG_RETX)
-            | (self.telemetry as u8 * FLAG_TELEMETRY);
+            | (self.telemetry as u8 * FLAG_TELEMETRY)
+            | (self.flows[flow as usize].no_ar as u8 * FLAG_NO_AR);
         p.op = match tx.op {
             Op::Write => 0,
             Op::Send => 1,

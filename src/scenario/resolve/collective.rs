@@ -3,7 +3,7 @@
 //! the checks that need the rest of the scenario: ranks that fit the GPUs, a transport
 //! that carries the data, and a lossless fabric for in-network aggregation.
 
-use super::{check_latency, check_size, check_time, err, VResult};
+use super::{check_latency, check_range, check_size, check_time, err, VResult};
 use crate::collective::defaults as cd;
 use crate::collective::Collective;
 use crate::components::FlowControl;
@@ -161,6 +161,15 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
             .switch_aggregation
             .and_then(|a| a.rate)
             .map_or(cd::SWITCH_REDUCE_RATE, |r| r.0),
+        qps_per_connection: check_range(
+            cp("qps_per_connection"),
+            s.qps_per_connection,
+            cd::QPS_PER_CONNECTION,
+            1,
+            cd::MAX_QPS_PER_CONNECTION,
+        )?,
+        split_data_on_qps: s.split_data_on_qps.unwrap_or(false),
+        ar_threshold: s.ar_threshold.map_or(cd::AR_THRESHOLD, |b| b.0 .0),
     })))
 }
 

@@ -160,6 +160,12 @@ fn set_document(
                 if o.pxn.is_some() {
                     s.pxn = o.pxn;
                 }
+                if o.qps_per_connection.is_some() {
+                    s.qps_per_connection = o.qps_per_connection;
+                }
+                if o.split_data_on_qps.is_some() {
+                    s.split_data_on_qps = o.split_data_on_qps;
+                }
             }
         }
     }
