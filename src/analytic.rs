@@ -99,9 +99,9 @@ fn one_way(
         0
     };
     let links = sc.topology.path_links(a, b);
-    // Per-packet routing may spread a flow over every parallel path: each hop has as
-    // many lanes as it has parallel links; per-flow routing keeps one.
-    let lanes = if sc.routing.policy.per_packet() {
+    // Per-packet (and flowlet) routing may spread a flow over every parallel path: each
+    // hop has as many lanes as it has parallel links; per-flow routing keeps one.
+    let lanes = if sc.routing.policy.multipath() {
         sc.topology.path_lanes(a, b)
     } else {
         vec![1; links.len()]

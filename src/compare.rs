@@ -40,6 +40,7 @@ pub fn set_scenario(sc: &Scenario, set: &crate::scenario::CompareSet) -> Scenari
     s.topology = set.topology.clone();
     s.transport = Transport::Rc(set.rc.clone());
     s.flow_control = set.flow_control;
+    s.routing = set.routing;
     s.cc = set.cc;
     s.ecn = set.ecn;
     s.host = set.host.clone();
@@ -262,7 +263,7 @@ fn rc_of(sc: &Scenario) -> &RcConfig {
     }
 }
 
-const HEADER: &str = "set,spines,oversubscription,flow_control,cc,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,fct_lower_bounds,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us";
+const HEADER: &str = "set,spines,oversubscription,flow_control,cc,timeout,retry_cnt,rnr_retry,window_packets,ack_every,max_rd_atomic,flows,completed,failed,goodput_gbps,fct_p50_us,fct_p99_us,fct_p999_us,fct_lower_bounds,retransmission_rate,timeouts,seq_naks,qp_errors,detect_dead_link_us,routing,out_of_order";
 
 /// `compare.csv`.
 pub fn compare_csv(sets: &[SetResult]) -> String {
@@ -280,7 +281,7 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
         let rcs = sm.rc.as_ref();
         let _ = writeln!(
             o,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             s.name,
             s.scenario.topology.spines,
             s.scenario
@@ -310,6 +311,8 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
             rcs.map_or(0, |r| r.seq_naks),
             rcs.map_or(0, |r| r.qp_errors),
             detect_dead_link_us(&s.scenario, &s.out).map_or(String::new(), |d| d.to_string()),
+            s.scenario.routing.policy.name(),
+            p.out_of_order.is_some(),
         );
     }
     o

@@ -137,6 +137,8 @@ pub struct EgressPort {
     wake_pending: bool,
     /// IB credits: 64-byte blocks the receiver has room for; `None` without credits.
     credits: Option<u64>,
+    /// IB credits: the receiver's room when empty, blocks.
+    credit_limit: u64,
     stall_since: Option<SimTime>,
     stall_ps: u64,
     /// Bytes queued, including the packet being serialized.
@@ -179,6 +181,7 @@ impl EgressPort {
             paused_ps: 0,
             wake_pending: false,
             credits: None,
+            credit_limit: 0,
             stall_since: None,
             stall_ps: 0,
             queued_bytes: 0,
@@ -205,7 +208,17 @@ impl EgressPort {
     /// IB: the receiver starts with room for `blocks` 64-byte credits.
     pub fn with_credits(mut self, blocks: u64) -> Self {
         self.credits = Some(blocks);
+        self.credit_limit = blocks;
         self
+    }
+
+    /// IB: bytes this port sent that the receiver still holds (credits not yet back);
+    /// 0 without credits.
+    #[inline]
+    pub fn downstream_bytes(&self) -> u64 {
+        self.credits.map_or(0, |c| {
+            self.credit_limit.saturating_sub(c) * super::CREDIT_BLOCK
+        })
     }
 
     /// ECN: RED marking at dequeue with its own random stream.

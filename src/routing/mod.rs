@@ -12,8 +12,9 @@
 //! | `adaptive` | `adaptive.rs` | per packet, the least-loaded port (optional hysteresis) | IB adaptive routing (Quantum); Spectrum-X |
 //! | `flowlet` | `flowlet.rs` | per flowlet (idle gap), the least-loaded port | FLARE (CCR 2007), CONGA, LetFlow |
 //!
-//! Load is the port's queued bytes, or with [`LoadSignal::QueueAndGate`] also whether the
-//! port may send now (a PFC pause or missing IB credits count as a full queue). A packet
+//! Load is the port's queued bytes, or with [`LoadSignal::QueueAndCredits`] also what the
+//! next switch holds from the port (IB credits in use) and whether it may send now (a
+//! PFC pause or missing IB credits count as a full queue). A packet
 //! that may not be routed per packet (NCCL sends messages below `NCCL_IB_AR_THRESHOLD`
 //! so that they need no out-of-order placement) takes the flow's ECMP port under `spray`
 //! and `adaptive`.
@@ -64,6 +65,13 @@ impl Routing {
         matches!(self, Routing::Spray | Routing::Adaptive)
     }
 
+    /// May have one flow on several parallel paths at once: per packet, or per flowlet
+    /// (a new flowlet can leave while the last one's packets still queue on another
+    /// path), so a flow's ideal is the multipath one.
+    pub fn multipath(self) -> bool {
+        self.per_packet() || self == Routing::Flowlet
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Routing::Ecmp => "ecmp",
@@ -82,9 +90,12 @@ pub enum LoadSignal {
     /// Bytes queued at the port (default; what a switch's egress counters show).
     #[default]
     Queue,
-    /// Bytes queued, and a port held by a PFC pause or out of IB credits counts as full
-    /// (Quantum's adaptive routing also weighs credit state).
-    QueueAndGate,
+    /// Bytes queued, plus under IB credits the bytes the next switch still holds from
+    /// this link (credits not yet returned: its queues for what this port sent); a port
+    /// held by a PFC pause or out of credits counts as full. InfiniBand switches' adaptive
+    /// routing weighs credit state besides the local queue (NVIDIA, "InfiniBand adaptive
+    /// routing"); on PFC only the pause state reaches the sender.
+    QueueAndCredits,
 }
 
 /// A routing policy with its parameters.

@@ -185,6 +185,7 @@ pub struct CompareSet {
     pub topology: Topology,
     pub rc: RcConfig,
     pub flow_control: FlowControl,
+    pub routing: RoutingConfig,
     pub cc: Option<CcParams>,
     pub ecn: [Option<Red>; 4],
     pub host: Option<HostConfig>,

@@ -328,6 +328,9 @@ pub struct CompareSpec {
     /// Replaces the scenario's `flow_control` for this set.
     #[serde(default)]
     pub flow_control: Option<FlowControlSpec>,
+    /// Replaces the scenario's `routing` for this set.
+    #[serde(default)]
+    pub routing: Option<RoutingSpec>,
     /// Replaces the scenario's `cc` for this set.
     #[serde(default)]
     pub cc: Option<CcSpec>,
@@ -898,8 +901,9 @@ pub struct RoutingSpec {
     /// `adaptive`: how much lighter another port must be than the flow's ECMP port;
     /// default 0 (always the lightest).
     pub hysteresis: Option<Size>,
-    /// `adaptive` and `flowlet`: `queue` (default) or `queue_and_gate` (a port held by
-    /// PFC or out of IB credits counts as full).
+    /// `adaptive` and `flowlet`: `queue` (default) or `queue_and_credits` (plus what
+    /// the next switch holds from the port under IB credits; a port held by PFC or out of
+    /// credits counts as full).
     pub load: Option<LoadSignal>,
 }
 

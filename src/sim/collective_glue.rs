@@ -111,6 +111,14 @@ impl Sim {
             if parts > 1 {
                 self.parts_left.insert((run, s.xfer), parts);
             }
+            if qps > 1 {
+                let key = (run, s.src, s.dst, s.channel);
+                self.conn_order
+                    .entry(key)
+                    .or_default()
+                    .push_back((s.xfer, None));
+                self.xfer_conn.insert((run, s.xfer), key);
+            }
             for i in 0..parts {
                 let def = FlowDef {
                     src: src_port,

@@ -233,12 +233,13 @@ impl Sim {
                 let load = |i: u32| ports[cands[i as usize] as usize].queued_bytes;
                 self.routing.choose(now, key, Candidates { n, load })
             }
-            LoadSignal::QueueAndGate => {
-                // A port held by PFC or short of IB credits counts as full.
+            LoadSignal::QueueAndCredits => {
+                // What waits here and what the next switch still holds from this port;
+                // a port held by PFC or short of IB credits counts as full.
                 let load = |i: u32| {
                     let port = &ports[cands[i as usize] as usize];
                     let held = !port.data_gate_open(now, wire);
-                    port.queued_bytes + held as u64 * HELD_PORT_BYTES
+                    port.queued_bytes + port.downstream_bytes() + held as u64 * HELD_PORT_BYTES
                 };
                 self.routing.choose(now, key, Candidates { n, load })
             }

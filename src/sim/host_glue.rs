@@ -145,6 +145,24 @@ impl Sim {
                 }
                 self.parts_left.remove(&(run, xfer));
             }
+            if let Some(key) = self.xfer_conn.remove(&(run, xfer)) {
+                // Several queue pairs: this and every transfer sent after it that landed
+                // already are taken now, in sending order.
+                let q = self.conn_order.get_mut(&key).expect("a connection's queue");
+                if let Some(e) = q.iter_mut().find(|e| e.0 == xfer) {
+                    e.1 = Some(at);
+                }
+                while let Some(&(x, Some(_))) = q.front() {
+                    q.pop_front();
+                    let done = self.colls[run as usize].landed(x, at);
+                    self.q
+                        .schedule(done, source, Event::CollDone { run, xfer: x });
+                }
+                if q.is_empty() {
+                    self.conn_order.remove(&key);
+                }
+                return;
+            }
             let done = self.colls[run as usize].landed(xfer, at);
             self.q.schedule(done, source, Event::CollDone { run, xfer });
             return;

@@ -42,7 +42,7 @@ use crate::transport::rc::{Op, RequesterStats, WcStatus};
 use crate::units::{SimDuration, SimTime, TIME_HORIZON};
 use crate::workload::{expand, FlowDef};
 use collective_glue::CollInput;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 mod collective_glue;
@@ -154,6 +154,9 @@ pub struct FlowState {
 }
 
 const NO_QP: u32 = u32::MAX;
+
+/// A collective's connection: (run, sending rank, receiving rank, channel).
+type CollConn = (u32, u32, u32, u32);
 
 /// Host job ids of bare-packet flows under RC (queue-pair halves use the others).
 const RAW_JOB: u32 = 1 << 31;
@@ -396,10 +399,17 @@ pub struct Sim {
     pairs: HashMap<(u32, u32, u32), u32>,
     /// A collective connection's next queue pair, taken in turn (NCCL's `qpIndex`):
     /// keyed by (run, sending rank, receiving rank, channel).
-    qp_turn: HashMap<(u32, u32, u32, u32), u32>,
+    qp_turn: HashMap<CollConn, u32>,
     /// Collective transfers split across queue pairs: parts still to land, by (run,
     /// transfer).
     parts_left: HashMap<(u32, u32), u32>,
+    /// With several queue pairs per connection, transfers may land out of the order they
+    /// were sent; the receiver takes them in that order (NCCL's proxy completes a
+    /// connection's steps in order). Per connection (run, sending rank, receiving rank,
+    /// channel): its transfers in sending order, with when each landed; and each
+    /// transfer's connection.
+    conn_order: HashMap<CollConn, VecDeque<(u32, Option<SimTime>)>>,
+    xfer_conn: HashMap<(u32, u32), CollConn>,
     rc_totals: RcTotals,
     cc: Option<CcParams>,
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
@@ -605,6 +615,8 @@ impl Sim {
             pairs: HashMap::new(),
             qp_turn: HashMap::new(),
             parts_left: HashMap::new(),
+            conn_order: HashMap::new(),
+            xfer_conn: HashMap::new(),
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
             telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),

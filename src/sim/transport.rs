@@ -669,6 +669,11 @@ impl Sim {
         }
         let qp = &mut self.qps[slot as usize];
         let a = qp.resp.handle_request(now, &req);
+        if qp.resp.next_timeout().is_some() {
+            // Out-of-order RC: a hole holds packets up; its timer must be pending.
+            self.sync_timer(slot);
+        }
+        let qp = &mut self.qps[slot as usize];
         if let Some((psn, n)) = a.read {
             // (Re)start streaming responses from `psn`.
             qp.start_read_responses(p.flow, psn, n);

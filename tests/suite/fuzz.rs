@@ -76,7 +76,18 @@ pub fn generate(r: &mut StdRng) -> String {
     );
     y += &format!(
         "routing: {}\n",
-        pick(r, &["ecmp", "static", "spray", "adaptive"])
+        pick(
+            r,
+            &[
+                "ecmp",
+                "static",
+                "spray",
+                "adaptive",
+                "flowlet",
+                "{ policy: adaptive, hysteresis: 8KiB, load: queue_and_credits }",
+                "{ policy: flowlet, flowlet_gap: 2us, load: queue_and_credits }",
+            ]
+        )
     );
     let fc = *pick(r, &["lossy", "pfc", "ib_credit", "pfc_dynamic"]);
     y += &match fc {
@@ -103,6 +114,18 @@ pub fn generate(r: &mut StdRng) -> String {
             pick(r, &["per_flow", "per_host_pair"]),
             r.gen_range(1..=8),
         );
+        // Out-of-order RC, with a hole timer from far below an RTT to far above it.
+        if r.gen_bool(0.4) {
+            y = y.replacen(
+                "recv_queue_depth",
+                &format!(
+                    "out_of_order: true, reorder_timeout: {}, selective_nak: {}, recv_queue_depth",
+                    pick(r, &["1us", "20us", "100us", "1ms"]),
+                    r.gen_bool(0.5)
+                ),
+                1,
+            );
+        }
         if r.gen_bool(0.3) {
             y += *pick(
                 r,

@@ -19,6 +19,7 @@ mod fuzz;
 mod host;
 mod hpcc;
 mod invariants;
+mod load_balancing;
 mod lossless;
 mod nccl;
 mod outputs;

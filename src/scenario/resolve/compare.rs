@@ -1,9 +1,9 @@
 //! `compare:`: named parameter sets, each a list of overrides laid over the scenario.
 //!
 //! A set is resolved the way the whole scenario is: its overrides are applied to the
-//! document (`transport.rc` field by field, `flow_control`, `cc` and `ecn` replaced, the
+//! document (`transport.rc` field by field, `flow_control`, `routing`, `cc` and `ecn` replaced, the
 //! spine layer of `topology`, `host` field by field, and every collective item's
-//! algorithm, placement, channels, chunk and PXN), and the result goes through the same
+//! algorithm, placement, channels, chunk, PXN and queue pairs per connection), and the result goes through the same
 //! [`super::resolve_document`] as the top level. Its errors are reported under the
 //! set's own field path (`compare[0].topology.spines`) when the set gave that section,
 //! else under the scenario's path with the set named. Sweep points and plan candidates
@@ -76,6 +76,7 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
             topology: s.topology,
             rc,
             flow_control: s.flow_control,
+            routing: s.routing,
             cc: s.cc,
             ecn: s.ecn,
             host: s.host,
@@ -103,6 +104,10 @@ fn set_document(
     doc.transport.rc = merge_rc(&f.transport.rc, &c.rc);
     if let Some(fc) = &c.flow_control {
         doc.flow_control = fc.clone();
+    }
+    if let Some(r) = c.routing {
+        renames.push(("routing".into(), format!("{set}.routing")));
+        doc.routing = r;
     }
     if let Some(cc) = &c.cc {
         doc.cc = cc.clone();
