@@ -74,6 +74,12 @@ enum Cmd {
         scenario: PathBuf,
         #[arg(long = "set", value_name = "PATH=VALUE")]
         set: Vec<String>,
+        /// Also write plan.txt, plan.csv and plan.json (the evidence) into this folder.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Clear doorbell output left in `--out` by a plan that did not finish.
+        #[arg(long)]
+        force: bool,
     },
     /// Run a scenario's `sweep:` points (in parallel; a shard of them with --shard).
     Sweep {
@@ -241,19 +247,27 @@ fn main() -> ExitCode {
         }),
         Cmd::Plot { dir } => plot_cmd(&dir),
         Cmd::Merge { dirs, out, force } => merge_cmd(&dirs, &out, force),
-        Cmd::Plan { scenario, set } => {
-            match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
-                Ok(p) => {
-                    let (choice, ev) = p.decide();
-                    out!("{}", p.report(choice, &ev));
-                    ExitCode::SUCCESS
+        Cmd::Plan {
+            scenario,
+            set,
+            out,
+            force,
+        } => match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
+            Ok(mut p) => {
+                p.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+                let (choice, ev) = p.decide();
+                out!("{}", p.report(choice, &ev));
+                if let Some(Err(e)) = out.map(|d| p.write_files(&d, force, choice, &ev)) {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(1);
                 }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
+                ExitCode::SUCCESS
             }
-        }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Cmd::Run {
             scenario,
             out,
@@ -598,66 +612,6 @@ fn footprint_of(sc: &scenario::Scenario) -> (footprint::Footprint, usize) {
     }
 }
 
-/// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
-/// the index counts from SLURM_ARRAY_TASK_MIN).
-fn shard_of(arg: Option<&str>) -> Result<Option<(u32, u32)>, String> {
-    let parse = |i: &str, n: &str, what: &str| -> Result<(u32, u32), String> {
-        let (i, n): (u32, u32) = (
-            i.trim()
-                .parse()
-                .map_err(|_| format!("{what}: `{i}` is not a shard index"))?,
-            n.trim()
-                .parse()
-                .map_err(|_| format!("{what}: `{n}` is not a shard count"))?,
-        );
-        if n == 0 || i >= n {
-            return Err(format!(
-                "{what}: expected I/N with 0 <= I < N, found {i}/{n}"
-            ));
-        }
-        Ok((i, n))
-    };
-    if let Some(a) = arg {
-        let (i, n) = a
-            .split_once('/')
-            .ok_or_else(|| format!("--shard: expected I/N, found `{a}`"))?;
-        return parse(i, n, "--shard").map(Some);
-    }
-    let var = |k: &str| std::env::var(k).ok();
-    match (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT")) {
-        (Some(id), Some(count)) => {
-            let number = |k: &str, v: Option<String>, default: u32| -> Result<u32, String> {
-                match v {
-                    None => Ok(default),
-                    Some(v) => v
-                        .trim()
-                        .parse()
-                        .map_err(|_| format!("{k}: `{v}` is not a number")),
-                }
-            };
-            let id = number("SLURM_ARRAY_TASK_ID", Some(id), 0)?;
-            let min = number("SLURM_ARRAY_TASK_MIN", var("SLURM_ARRAY_TASK_MIN"), 0)?;
-            let step = number("SLURM_ARRAY_TASK_STEP", var("SLURM_ARRAY_TASK_STEP"), 1)?.max(1);
-            if id < min || (id - min) % step != 0 {
-                return Err(format!(
-                    "SLURM_ARRAY_TASK_ID {id} is not on the array's steps (first {min}, step {step}): give --shard I/N"
-                ));
-            }
-            parse(
-                &((id - min) / step).to_string(),
-                &count,
-                "SLURM_ARRAY_TASK_ID/COUNT",
-            )
-            .map(Some)
-        }
-        (None, None) => Ok(None),
-        _ => Err(
-            "only one of SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT is set: give --shard I/N"
-                .into(),
-        ),
-    }
-}
-
 fn sweep_cmd(a: SweepArgs) -> ExitCode {
     use doorbell::sweep;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -668,7 +622,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let shard = match shard_of(a.shard.as_deref()) {
+    let shard = match doorbell::sweep::shard_of(a.shard.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -56,6 +56,45 @@ pub struct Evidence {
     pub pass: bool,
     /// Which targets failed.
     pub failed: Vec<&'static str>,
+    /// Targets this candidate could not meet even on an empty fabric, each with why.
+    pub unmeetable: Vec<String>,
+}
+
+/// What a candidate's run allows at best: on an empty fabric every flow would finish at
+/// its ideal FCT, and hosts cannot deliver more than their links carry.
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    /// P99 of the counted flows' ideal FCTs, us (nearest rank).
+    p99_ideal_us: Option<f64>,
+    /// Every host link's payload rate, summed, Gb/s.
+    goodput_max_gbps: f64,
+}
+
+impl Bounds {
+    /// Over the flows the FCT statistics count (finished, or started and unfinished).
+    fn of(sc: &Scenario, out: &crate::sim::RunOutput) -> Bounds {
+        let mut ideal: Vec<u64> = out
+            .flows
+            .iter()
+            .filter(|f| {
+                f.finish.is_some()
+                    || (f.def.start <= out.end && (f.def.after.is_none() || f.started))
+            })
+            .map(|f| f.ideal.0)
+            .collect();
+        ideal.sort_unstable();
+        let p99_ideal_us = (!ideal.is_empty()).then(|| {
+            let rank = ((ideal.len() as f64 * 0.99).ceil() as usize).clamp(1, ideal.len());
+            ideal[rank - 1] as f64 / 1e6
+        });
+        let eff = sc.encapsulation.payload_efficiency(sc.mtu);
+        let goodput_max_gbps =
+            sc.topology.hosts() as f64 * sc.topology.host_link.rate.0 as f64 * eff / 1e9;
+        Bounds {
+            p99_ideal_us,
+            goodput_max_gbps,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +104,8 @@ pub struct Plan {
     pub bisect: bool,
     /// Runs per candidate (`plan.repeats`), with seeds shared across candidates.
     pub repeats: u32,
+    /// Say on stderr which candidate runs (`doorbell plan` on a terminal).
+    pub progress: bool,
     text: String,
     file: String,
     stem: String,
@@ -240,6 +281,7 @@ pub fn plan_str(
         candidates: Vec::new(),
         bisect: false,
         repeats,
+        progress: false,
         text: text.to_string(),
         file: file.to_string(),
         stem: stem.to_string(),
@@ -298,7 +340,7 @@ impl Plan {
     }
 
     /// Judges a candidate on its runs (one per repeat): the targets apply to the means.
-    fn judge(&self, runs: &[Summary]) -> Evidence {
+    fn judge(&self, runs: &[Summary], bounds: Bounds) -> Evidence {
         let mean = |x: Vec<f64>| (x.len() == runs.len()).then(|| crate::sweep::mean_ci95(&x));
         let busbw = mean(
             runs.iter()
@@ -337,6 +379,22 @@ impl Plan {
                 failed.push("goodput_min");
             }
         }
+        let mut unmeetable = Vec::new();
+        if let (Some(max), Some(ideal)) = (self.targets.p99_fct_max_us, bounds.p99_ideal_us) {
+            if ideal > max {
+                unmeetable.push(format!(
+                    "p99_fct_max: the P99 of the ideal FCTs is {ideal:.2} us, what every flow would take on an empty fabric"
+                ));
+            }
+        }
+        if let Some(min) = self.targets.goodput_min_gbps {
+            if bounds.goodput_max_gbps < min {
+                unmeetable.push(format!(
+                    "goodput_min: the host links carry at most {:.2} Gb/s of payload",
+                    bounds.goodput_max_gbps
+                ));
+            }
+        }
         Evidence {
             busbw_gbs: busbw,
             p99_fct_us: p99,
@@ -345,6 +403,7 @@ impl Plan {
             goodput_gbps: goodput,
             pass: failed.is_empty() && !runs.iter().any(|s| s.stalled),
             failed,
+            unmeetable,
         }
     }
 
@@ -355,14 +414,27 @@ impl Plan {
         let sc = self
             .scenario(&self.candidates[i])
             .expect("every candidate was checked when the plan was read");
+        if self.progress {
+            let c = &self.candidates[i];
+            let name: Vec<String> = c.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            eprintln!(
+                "plan     running candidate {i} ({}), {} run(s)",
+                name.join(", "),
+                self.repeats
+            );
+        }
+        let mut bounds = None;
         let runs: Vec<Summary> = (0..self.repeats)
             .map(|r| {
                 let mut s = sc.clone();
                 s.seed = crate::compare::repeat_seed(&sc, r);
-                summarize(&s, &crate::sim::run(&s))
+                let out = crate::sim::run(&s);
+                bounds.get_or_insert_with(|| Bounds::of(&s, &out));
+                summarize(&s, &out)
             })
             .collect();
-        self.judge(&runs)
+        let bounds = bounds.expect("at least one repeat");
+        self.judge(&runs, bounds)
     }
 
     /// Finds the cheapest candidate that meets every target. Returns it (if any) and the
@@ -454,6 +526,95 @@ impl Plan {
         })
     }
 
+    /// `plan.csv`: one row per candidate with its evidence (empty figures where it was not
+    /// run) and whether it is the answer.
+    pub fn csv(&self, choice: Option<usize>, ev: &[Option<Evidence>]) -> String {
+        let mut o = String::from("candidate,set,spines,links,cost,run,busbw_gbs,p99_fct_us,p99_ci95_us,p99_lower_bound,goodput_gbps,pass,failed,unmeetable,chosen\n");
+        let f = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        for (i, c) in self.candidates.iter().enumerate() {
+            let set: Vec<String> = c.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let e = ev[i].as_ref();
+            let _ = writeln!(
+                o,
+                "{i},\"{}\",{},{},{},{},{},{},{},{},{},{},\"{}\",\"{}\",{}",
+                set.join(" "),
+                c.spines,
+                c.links,
+                c.cost,
+                e.is_some(),
+                f(e.and_then(|e| e.busbw_gbs)),
+                f(e.and_then(|e| e.p99_fct_us)),
+                f(e.and_then(|e| e.p99_ci95_us)),
+                e.is_some_and(|e| e.p99_lower_bound),
+                f(e.map(|e| e.goodput_gbps).filter(|g| g.is_finite())),
+                e.is_some_and(|e| e.pass),
+                e.map_or(String::new(), |e| e.failed.join("; ")),
+                e.map_or(String::new(), |e| e.unmeetable.join("; ").replace('"', "'")),
+                Some(i) == choice,
+            );
+        }
+        o
+    }
+
+    /// `plan.json`: the targets, the decision and every candidate's evidence.
+    pub fn json(&self, choice: Option<usize>, ev: &[Option<Evidence>]) -> serde_json::Value {
+        let candidates: Vec<serde_json::Value> = self
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let e = ev[i].as_ref();
+                serde_json::json!({
+                    "candidate": i,
+                    "set": c.set.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+                    "spines": c.spines,
+                    "links": c.links,
+                    "cost": c.cost,
+                    "run": e.is_some(),
+                    "busbw_gbs": e.and_then(|e| e.busbw_gbs),
+                    "p99_fct_us": e.and_then(|e| e.p99_fct_us),
+                    "p99_ci95_us": e.and_then(|e| e.p99_ci95_us),
+                    "p99_lower_bound": e.map(|e| e.p99_lower_bound),
+                    "goodput_gbps": e.map(|e| e.goodput_gbps).filter(|g| g.is_finite()),
+                    "pass": e.map(|e| e.pass),
+                    "failed": e.map(|e| e.failed.clone()),
+                    "unmeetable": e.map(|e| e.unmeetable.clone()),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "targets": {
+                "busbw_min_gbs": self.targets.busbw_min_gbs,
+                "p99_fct_max_us": self.targets.p99_fct_max_us,
+                "goodput_min_gbps": self.targets.goodput_min_gbps,
+            },
+            "bisect": self.bisect,
+            "repeats": self.repeats,
+            "choice": choice,
+            "candidates": candidates,
+        })
+    }
+
+    /// Writes `plan.txt` (the printed report), `plan.csv` and `plan.json` into `dir`
+    /// (claimed as a run's folder is: refused if it holds unfinished output, unless
+    /// `force`), then seals it.
+    pub fn write_files(
+        &self,
+        dir: &Path,
+        force: bool,
+        choice: Option<usize>,
+        ev: &[Option<Evidence>],
+    ) -> anyhow::Result<()> {
+        use crate::outdir::{claim, seal, write_atomic, Claim};
+        let _claimed = claim(dir, if force { Claim::Force } else { Claim::Fresh })?;
+        write_atomic(&dir.join("plan.txt"), self.report(choice, ev).as_bytes())?;
+        write_atomic(&dir.join("plan.csv"), self.csv(choice, ev).as_bytes())?;
+        let json = serde_json::to_string_pretty(&self.json(choice, ev))? + "\n";
+        write_atomic(&dir.join("plan.json"), json.as_bytes())?;
+        seal(dir, "plan")?;
+        Ok(())
+    }
+
     /// The decision and its evidence, as printed.
     pub fn report(&self, choice: Option<usize>, ev: &[Option<Evidence>]) -> String {
         let mut o = String::new();
@@ -510,6 +671,8 @@ impl Plan {
                     format!("{:.2}", e.goodput_gbps),
                     if e.pass {
                         "meets every target".to_string()
+                    } else if !e.unmeetable.is_empty() {
+                        format!("misses {} (unmeetable on this fabric)", e.failed.join(", "))
                     } else {
                         format!("misses {}", e.failed.join(", "))
                     },
@@ -556,6 +719,23 @@ impl Plan {
             }
             None => {
                 let _ = writeln!(o, "decision none of the candidates meets every target");
+            }
+        }
+        // Targets no candidate could meet even with the fabric empty: no spine count
+        // helps; the target, the hosts or the workload must change.
+        let run: Vec<&Evidence> = ev.iter().flatten().collect();
+        if let Some(first) = run.first() {
+            for why in &first.unmeetable {
+                let target = why.split(':').next().unwrap_or("");
+                if run
+                    .iter()
+                    .all(|e| e.unmeetable.iter().any(|u| u.starts_with(target)))
+                {
+                    let _ = writeln!(
+                        o,
+                        "unmeetable {why}: no candidate can meet it even on an empty fabric (more spines cannot help)"
+                    );
+                }
             }
         }
         o

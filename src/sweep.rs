@@ -791,3 +791,63 @@ fn list(v: &[u32]) -> String {
         )
     }
 }
+
+/// `I/N` from `--shard`, else from Slurm's array variables (arrays may start at 1:
+/// the index counts from SLURM_ARRAY_TASK_MIN).
+pub fn shard_of(arg: Option<&str>) -> Result<Option<(u32, u32)>, String> {
+    let parse = |i: &str, n: &str, what: &str| -> Result<(u32, u32), String> {
+        let (i, n): (u32, u32) = (
+            i.trim()
+                .parse()
+                .map_err(|_| format!("{what}: `{i}` is not a shard index"))?,
+            n.trim()
+                .parse()
+                .map_err(|_| format!("{what}: `{n}` is not a shard count"))?,
+        );
+        if n == 0 || i >= n {
+            return Err(format!(
+                "{what}: expected I/N with 0 <= I < N, found {i}/{n}"
+            ));
+        }
+        Ok((i, n))
+    };
+    if let Some(a) = arg {
+        let (i, n) = a
+            .split_once('/')
+            .ok_or_else(|| format!("--shard: expected I/N, found `{a}`"))?;
+        return parse(i, n, "--shard").map(Some);
+    }
+    let var = |k: &str| std::env::var(k).ok();
+    match (var("SLURM_ARRAY_TASK_ID"), var("SLURM_ARRAY_TASK_COUNT")) {
+        (Some(id), Some(count)) => {
+            let number = |k: &str, v: Option<String>, default: u32| -> Result<u32, String> {
+                match v {
+                    None => Ok(default),
+                    Some(v) => v
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{k}: `{v}` is not a number")),
+                }
+            };
+            let id = number("SLURM_ARRAY_TASK_ID", Some(id), 0)?;
+            let min = number("SLURM_ARRAY_TASK_MIN", var("SLURM_ARRAY_TASK_MIN"), 0)?;
+            let step = number("SLURM_ARRAY_TASK_STEP", var("SLURM_ARRAY_TASK_STEP"), 1)?.max(1);
+            if id < min || (id - min) % step != 0 {
+                return Err(format!(
+                    "SLURM_ARRAY_TASK_ID {id} is not on the array's steps (first {min}, step {step}): give --shard I/N"
+                ));
+            }
+            parse(
+                &((id - min) / step).to_string(),
+                &count,
+                "SLURM_ARRAY_TASK_ID/COUNT",
+            )
+            .map(Some)
+        }
+        (None, None) => Ok(None),
+        _ => Err(
+            "only one of SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT is set: give --shard I/N"
+                .into(),
+        ),
+    }
+}

@@ -571,10 +571,13 @@ impl Requester {
         if upto <= self.una {
             return;
         }
-        self.una = upto;
+        let mut upto = upto;
         if let Some(b) = self.read_reorder.as_mut() {
+            // READ responses placed right behind what this acknowledges arrived too.
             b.skip_to(upto);
+            upto = upto.max(b.next());
         }
+        self.una = upto;
         if self.nxt < self.una {
             self.nxt = self.una;
         }

@@ -442,3 +442,54 @@ fn a_closed_stdout_is_not_a_panic() {
         "the run finished its files"
     );
 }
+
+/// Issue 15, item 3: `plan --out` keeps the evidence: plan.txt as printed, plan.csv and
+/// plan.json with every candidate (run or not) and the answer, in a sealed folder.
+#[test]
+fn plan_writes_its_evidence_with_out() {
+    let d = tmpdir("plan-out");
+    let scenario = d.join("p.yaml");
+    std::fs::write(
+        &scenario,
+        "topology: { leaves: 2, spines: 4, hosts_per_leaf: 2, host_link: { rate: 100Gbps, latency: 200ns } }
+transport: { mode: raw }
+routing: static
+workload:
+  - flows: [ { src: 0, dst: 2, size: 1MB }, { src: 1, dst: 3, size: 1MB } ]
+plan:
+  targets: { goodput_min: 150Gbps }
+  candidates: [ { topology.spines: 1 }, { topology.spines: 2 }, { topology.spines: 4 } ]
+",
+    )
+    .unwrap();
+    let out = d.join("out");
+    let o = run_ok(&[
+        "plan",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let printed = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        std::fs::read_to_string(out.join("plan.txt")).unwrap(),
+        printed
+    );
+    let csv = std::fs::read_to_string(out.join("plan.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(
+        csv.lines().nth(2).unwrap().ends_with(",true"),
+        "2 spines is the answer: {csv}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(json["choice"], 1);
+    assert_eq!(json["candidates"].as_array().unwrap().len(), 3);
+    assert!(out.join("complete.json").is_file(), "sealed");
+    // A second plan into the same folder replaces a sealed one's files.
+    run_ok(&[
+        "plan",
+        scenario.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+}

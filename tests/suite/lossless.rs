@@ -25,9 +25,9 @@ workload:
 /// the static Xoff depends on what is left to share after the headroom: with 2 us cables
 /// the busiest switch (14 ingress ports) reserves about 1 MB of the 4 MiB, a static Xoff
 /// is 228 KB per port and a dynamic one starts at 400 KB, so it pauses less (measured
-/// 1,513 PAUSE and RESUME frames against 1,747); with 10 us cables the headroom takes
-/// 3.7 MB, the dynamic Xoff shrinks as the rest fills, and it pauses more (1,721 against
-/// 1,429).
+/// 1,554 PAUSE and RESUME frames against 1,788); with 10 us cables the headroom takes
+/// 3.7 MB, the dynamic Xoff shrinks as the rest fills, and it pauses more (1,735 against
+/// 1,449).
 #[test]
 fn a_dynamic_xoff_is_lossless_and_shares_what_the_headroom_leaves() {
     for latency in ["2us", "10us"] {

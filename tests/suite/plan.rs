@@ -210,3 +210,33 @@ fn plan_repeats_judge_the_means_over_shared_seeds() {
         "{e}"
     );
 }
+
+/// Issue 15, item 3: a target no fabric could meet is said to be so. A 4 MB flow at
+/// 100 Gb/s takes at least its ideal FCT (the P99 of the ideal FCTs is 324.7 us) even alone on the fabric, so a
+/// 100 us P99 target is unmeetable on every candidate, and so is a goodput above what
+/// the host links carry (8 x 100 Gb/s of payload): the report says more spines cannot
+/// help, where before it only said no candidate met the targets.
+#[test]
+fn targets_no_fabric_could_meet_are_called_unmeetable() {
+    let p = plan_ok(&format!(
+        "{BASE}plan: {{ targets: {{ p99_fct_max: 100us, goodput_min: 900Gbps }}, candidates: [ {{ topology.spines: 1 }}, {{ topology.spines: 2 }} ] }}\n"
+    ));
+    let (choice, ev) = p.decide();
+    assert_eq!(choice, None);
+    let e = ev.iter().flatten().next().unwrap();
+    assert_eq!(e.unmeetable.len(), 2, "{:?}", e.unmeetable);
+    let report = p.report(choice, &ev);
+    assert!(
+        report.contains("unmeetable p99_fct_max: the P99 of the ideal FCTs is")
+            && report.contains("unmeetable goodput_min: the host links carry at most")
+            && report.contains("more spines cannot help")
+            && report.contains("(unmeetable on this fabric)"),
+        "{report}"
+    );
+    // A target that some fabric could meet is not called unmeetable.
+    let p = plan_ok(&format!(
+        "{BASE}plan: {{ targets: {{ p99_fct_max: 100s }}, candidates: [ {{ topology.spines: 1 }} ] }}\n"
+    ));
+    let (choice, ev) = p.decide();
+    assert!(!p.report(choice, &ev).contains("unmeetable"));
+}

@@ -9,7 +9,7 @@ use doorbell::sim::run;
 /// 1 us cables, 1000 B MTU, RoCEv2, PFC). Swift's target is the base target (the longest
 /// base RTT + 5 us) plus 1 us per switch (three on this path) plus a flow-scaling term of
 /// 0-5 us, so the bottleneck's queueing delay should sit between 8 and 13 us above the
-/// path's base RTT. Measured (mean queue / line rate): 8.3 us at N = 2, 9.6 at 6, 12.7 at
+/// path's base RTT. Measured (mean queue / line rate): 8.3 us at N = 2, 9.6 at 6, 12.6 at
 /// 16 (the term grows as each flow's window shrinks), with the bottleneck 99.6-99.9%
 /// busy and no pause. Asserted: 8-13 us, at least 99% busy, no pause frame.
 #[test]

@@ -214,3 +214,35 @@ fn a_read_request_that_overtakes_is_asked_for_again_not_run_early() {
     let a = resp.handle_request(us(24), &again[0]);
     assert_eq!(a.read, Some((1, 2)));
 }
+
+/// READ responses that arrive before the ACK of the WRITE ahead of them are placed; the
+/// ACK then moves the requester past them too (they are in its memory already).
+#[test]
+fn an_ack_moves_past_read_responses_placed_behind_it() {
+    let mut r = Requester::new(ooo(false), 0);
+    r.post(1, Op::Write, 1000); // PSN 0
+    r.post(2, Op::Read, 2000); // PSNs 1-2
+    assert_eq!(drain(&mut r, T0).len(), 2);
+    assert_eq!(
+        r.handle_read_response(us(1), 1, 1000),
+        1000,
+        "placed ahead of the ACK"
+    );
+    assert_eq!(r.handle_read_response(us(1), 2, 1000), 1000);
+    r.handle_ack(
+        us(2),
+        AckInfo {
+            kind: AckKind::Ack,
+            psn: 0,
+            credits: 0,
+            rnr_code: 0,
+            count: 0,
+        },
+    );
+    assert_eq!(r.acked_packets(), 3, "the WRITE and both responses");
+    let ids: Vec<u64> = std::iter::from_fn(|| r.pop_completion())
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(ids, vec![1, 2]);
+    assert_eq!(r.next_timeout(), None, "no hole left, nothing outstanding");
+}
