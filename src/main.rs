@@ -66,6 +66,9 @@ enum Cmd {
         /// Clear doorbell output left in the folder by a run that did not finish.
         #[arg(long)]
         force: bool,
+        /// Also write a row per collective transfer into flows.csv.
+        #[arg(long)]
+        flows: bool,
     },
     /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
     Plot { dir: PathBuf },
@@ -276,6 +279,7 @@ fn main() -> ExitCode {
             quiet,
             no_plot,
             force,
+            flows,
         } => {
             let sc = match scenario::load(&scenario, &Overrides { seed, set }) {
                 Ok(sc) => sc,
@@ -299,7 +303,7 @@ fn main() -> ExitCode {
                 }
             };
             show_progress(quiet);
-            match run(&sc, &claimed, quiet, !no_plot) {
+            match run(&sc, &claimed, quiet, !no_plot, flows) {
                 Ok(Checks {
                     held: true,
                     stalled: false,
@@ -375,17 +379,18 @@ fn run(
     claimed: &outdir::OutDir,
     quiet: bool,
     plot: bool,
+    transfers: bool,
 ) -> anyhow::Result<Checks> {
     let dir = claimed.path();
     if !sc.compare.is_empty() {
-        return run_compare(sc, dir, quiet, plot);
+        return run_compare(sc, dir, quiet, plot, transfers);
     }
     let out = doorbell::sim::run(sc);
     clear_progress();
     out_of_memory(None, &out)?;
     let summary = summarize(sc, &out);
     let perf = PerfReport::new(&out);
-    write_files(dir, sc, &out, &summary, &perf)
+    write_files(dir, sc, &out, &summary, &perf, transfers)
         .with_context(|| format!("writing results to {}", dir.display()))?;
     plot_and_seal(dir, "run", &[], plot)?;
     if !quiet {
@@ -429,6 +434,7 @@ fn run_compare(
     dir: &Path,
     quiet: bool,
     plot: bool,
+    transfers: bool,
 ) -> anyhow::Result<Checks> {
     use doorbell::compare;
     let sets = compare::run_sets(sc);
@@ -447,6 +453,7 @@ fn run_compare(
             &s.out,
             &s.summary,
             &PerfReport::new(&s.out),
+            transfers,
         )
         .with_context(|| format!("writing results to {}", sub.display()))?;
     }
@@ -740,6 +747,7 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
                 &res.out,
                 &res.summary,
                 &PerfReport::new(&res.out),
+                false,
             )
             .and_then(|()| outdir::seal(&d, "run"));
             if let Err(e) = written {

@@ -239,10 +239,21 @@ pub struct FlowCounts {
     pub delivered_bytes: u64,
 }
 
+/// A collective's chunk transfers (each an RC message between two ranks), counted apart
+/// from the workload's flows: the collective is reported per operation, and its
+/// transfers' completion times are not flow completion times.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TransferCounts {
+    pub count: u64,
+    pub completed: u64,
+    pub payload_bytes: u64,
+    pub delivered_bytes: u64,
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Goodput {
-    /// Delivered payload bits over the span from the first flow start to the last
-    /// delivery, Gb/s.
+    /// Delivered payload bits (flows' and a collective's transfers') over the span from
+    /// the first start to the last delivery, Gb/s.
     pub aggregate: f64,
     /// Mean over completed flows of size x 8 / FCT, Gb/s.
     pub per_flow_mean: f64,
@@ -289,7 +300,11 @@ pub struct Summary {
     pub stopped_by_duration: bool,
     /// The run ran out of events with flows pending (they could never finish).
     pub stalled: bool,
+    /// The workload's flows (not a collective's transfers).
     pub flows: FlowCounts,
+    /// A collective's transfers, when the workload has collectives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<TransferCounts>,
     pub fct_us: Option<Percentiles>,
     pub slowdown: Option<Percentiles>,
     pub by_size: Vec<SizeBucket>,
@@ -448,8 +463,11 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
     let mut all = FctAcc::new();
     let mut buckets: Vec<(FctAcc, u64, u64)> =
         SIZE_BUCKETS.iter().map(|_| (FctAcc::new(), 0, 0)).collect();
+    let mut transfers: Option<TransferCounts> = None;
+    // Every byte the fabric delivered, flows' and transfers' (aggregate goodput).
+    let mut all_delivered = 0u64;
     let mut counts = FlowCounts {
-        count: out.flows.len() as u64,
+        count: out.flows.iter().filter(|f| f.coll.is_none()).count() as u64,
         completed: 0,
         incomplete: 0,
         failed: 0,
@@ -457,13 +475,42 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         delivered_bytes: 0,
     };
     let mut per_flow_gbps = Vec::new();
+    let mut unfinished_transfers = false;
     let mut first_start: Option<u64> = None;
     let mut last_delivery = 0u64;
     let mut packets_sent = 0u64;
     for f in &out.flows {
+        packets_sent += f.packets_sent as u64;
+        all_delivered += f.delivered;
+        if f.coll.is_some() {
+            // A collective's transfer: counted apart, no FCT statistics.
+            let t = transfers.get_or_insert(TransferCounts {
+                count: 0,
+                completed: 0,
+                payload_bytes: 0,
+                delivered_bytes: 0,
+            });
+            t.count += 1;
+            t.payload_bytes += f.def.size;
+            t.delivered_bytes += f.delivered;
+            if f.packets_sent > 0 {
+                first_start =
+                    Some(first_start.map_or(f.def.start.0, |s: u64| s.min(f.def.start.0)));
+            }
+            match f
+                .finish
+                .filter(|_| !matches!(f.outcome, crate::sim::Outcome::Failed(_)))
+            {
+                Some(fin) => {
+                    t.completed += 1;
+                    last_delivery = last_delivery.max(f.landed.unwrap_or(fin).0);
+                }
+                None => unfinished_transfers = true,
+            }
+            continue;
+        }
         counts.payload_bytes += f.def.size;
         counts.delivered_bytes += f.delivered;
-        packets_sent += f.packets_sent as u64;
         let b = SIZE_BUCKETS
             .iter()
             .position(|(_, hi)| f.def.size <= *hi)
@@ -510,14 +557,14 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
     }
     per_flow_gbps.sort_by(f64::total_cmp);
     // Span: first start to last delivery, or to the end of the run when flows are left.
-    let span_end = if counts.incomplete > 0 {
+    let span_end = if counts.incomplete > 0 || unfinished_transfers {
         out.end.0
     } else {
         last_delivery
     };
     let span_ps = first_start.map_or(0, |s| span_end.saturating_sub(s));
     let aggregate = if span_ps > 0 {
-        counts.delivered_bytes as f64 * 8.0 / (span_ps as f64 / 1e12) / 1e9
+        all_delivered as f64 * 8.0 / (span_ps as f64 / 1e12) / 1e9
     } else {
         0.0
     };
@@ -631,6 +678,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         stopped_by_duration: out.stopped_by_duration,
         stalled: out.stalled,
         flows: counts,
+        transfers,
         fct_us: all.fct_us(),
         slowdown: all.slowdown(),
         by_size: SIZE_BUCKETS

@@ -14,13 +14,16 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-/// Writes summary.json, flows.csv, ports.csv and perf.json into `dir`.
+/// Writes summary.json, flows.csv, ports.csv and perf.json into `dir`. flows.csv has a
+/// row per workload flow, and one per collective transfer only with `transfers` (the
+/// command line's `--flows`): a collective is reported per operation in collective.csv.
 pub fn write_files(
     dir: &Path,
     sc: &Scenario,
     out: &RunOutput,
     summary: &Summary,
     perf: &PerfReport,
+    transfers: bool,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
@@ -29,7 +32,7 @@ pub fn write_files(
     let mut pj = serde_json::to_string_pretty(perf).map_err(std::io::Error::other)?;
     pj.push('\n');
     write_atomic(&dir.join("perf.json"), pj.as_bytes())?;
-    write_flows_csv(&dir.join("flows.csv"), sc, out)?;
+    write_flows_csv(&dir.join("flows.csv"), sc, out, transfers)?;
     if let Some(ts) = &sc.timeseries {
         write_timeseries_csv(&dir.join("timeseries.csv"), sc, ts, out)?;
     }
@@ -43,7 +46,12 @@ pub fn write_files(
     Ok(())
 }
 
-fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Result<()> {
+fn write_flows_csv(
+    path: &Path,
+    sc: &Scenario,
+    out: &RunOutput,
+    transfers: bool,
+) -> std::io::Result<()> {
     let mut w = AtomicFile::create(path)?;
     writeln!(
         w,
@@ -60,6 +68,9 @@ fn write_flows_csv(path: &Path, sc: &Scenario, out: &RunOutput) -> std::io::Resu
         }
     )?;
     for (i, f) in out.flows.iter().enumerate() {
+        if f.coll.is_some() && !transfers {
+            continue;
+        }
         let kind = sc
             .workload
             .get(f.def.workload as usize)
@@ -494,16 +505,29 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
             let _ = writeln!(o, "BROKEN   {}: {} (a bug in doorbell)", v.rule, v.detail);
         }
     }
-    let _ = writeln!(
-        o,
-        "flows    {} completed of {} ({} incomplete, {} failed); {} of {} payload bytes delivered",
-        s.flows.completed,
-        s.flows.count,
-        s.flows.incomplete,
-        s.flows.failed,
-        s.flows.delivered_bytes,
-        s.flows.payload_bytes
-    );
+    if s.flows.count > 0 || s.transfers.is_none() {
+        let _ = writeln!(
+            o,
+            "flows    {} completed of {} ({} incomplete, {} failed); {} of {} payload bytes delivered",
+            s.flows.completed,
+            s.flows.count,
+            s.flows.incomplete,
+            s.flows.failed,
+            s.flows.delivered_bytes,
+            s.flows.payload_bytes
+        );
+    }
+    if let Some(t) = &s.transfers {
+        let _ = writeln!(
+            o,
+            "transfers {} of {} collective transfers completed; {} of {} bytes delivered (per operation in the collective table; not in the FCT statistics{})",
+            t.completed,
+            t.count,
+            t.delivered_bytes,
+            t.payload_bytes,
+            if s.flows.count == 0 { ", which count the workload's flows only" } else { "" }
+        );
+    }
     if let Some(p) = s.fct_us.as_ref().filter(|p| p.unfinished > 0) {
         let _ = writeln!(
             o,

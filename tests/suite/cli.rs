@@ -493,3 +493,69 @@ plan:
         out.to_str().unwrap(),
     ]);
 }
+
+/// Issue 15, item 8: a collective is reported per operation; its chunk transfers are not
+/// flows. Without `--flows`, flows.csv has the workload's flows only and the FCT
+/// statistics count them only (here one 1 MB flow beside a 16-rank allreduce); with
+/// `--flows` every transfer gets a row too. summary.json counts the transfers apart.
+#[test]
+fn collective_transfers_reach_flows_csv_only_with_flows() {
+    let d = tmpdir("transfers");
+    let scenario = d.join("c.yaml");
+    std::fs::write(
+        &scenario,
+        "topology: { leaves: 2, spines: 2, hosts_per_leaf: 8, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - collective: { op: allreduce, algorithm: ring, size: 1MiB, iters: 2, warmup_iters: 0 }
+  - flows: [ { src: 0, dst: 9, size: 1MB } ]
+",
+    )
+    .unwrap();
+    let (a, b) = (d.join("a"), d.join("b"));
+    let o = run_ok(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    run_ok(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--out",
+        b.to_str().unwrap(),
+        "--flows",
+        "--quiet",
+    ]);
+    let rows = |dir: &Path| {
+        std::fs::read_to_string(dir.join("flows.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            - 1
+    };
+    assert_eq!(rows(&a), 1, "the one workload flow");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("summary.json")).unwrap()).unwrap();
+    let transfers = summary["transfers"]["count"].as_u64().unwrap();
+    assert!(transfers > 100, "{transfers} transfers");
+    assert_eq!(
+        summary["transfers"]["completed"].as_u64().unwrap(),
+        transfers
+    );
+    assert_eq!(summary["flows"]["count"], 1);
+    assert_eq!(
+        rows(&b),
+        1 + transfers as usize,
+        "--flows adds a row per transfer"
+    );
+    // The same statistics either way: the rows are output, not a change of model.
+    assert_eq!(
+        std::fs::read(a.join("summary.json")).unwrap(),
+        std::fs::read(b.join("summary.json")).unwrap()
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("transfers") && text.contains("collective transfers completed"),
+        "{text}"
+    );
+}

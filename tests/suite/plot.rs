@@ -33,11 +33,13 @@ sweep:
     let sweep_dir = dir.join("sweep");
     write(&sweep_dir, &p.file(None, rows)).unwrap();
     let mut files = doorbell::plot::plot_dir(&sweep_dir).unwrap();
-    // A run with a collective (busbw vs size) and flows (FCT CDF).
+    // A run with a collective (busbw vs size) and flows (FCT CDF; a collective's
+    // transfers are not flows).
     let sc = doorbell::scenario::parse_str(
         "topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
 workload:
-  - collective: { op: allreduce, minbytes: 4KiB, maxbytes: 1MiB, stepfactor: 16, iters: 1, warmup_iters: 0 }",
+  - collective: { op: allreduce, minbytes: 4KiB, maxbytes: 1MiB, stepfactor: 16, iters: 1, warmup_iters: 0 }
+  - flows: [ { src: 0, dst: 1, size: 1MB }, { src: 2, dst: 3, size: 10KB } ]",
         "c.yaml",
         "c",
         &Overrides::default(),
@@ -52,6 +54,7 @@ workload:
         &out,
         &summary,
         &doorbell::metrics::PerfReport::new(&out),
+        false,
     )
     .unwrap();
     files.extend(doorbell::plot::plot_dir(&run_dir).unwrap());

@@ -110,7 +110,7 @@ fn check_scenario(name: &str) {
     }
     for (sub, sc, out, summary) in runs {
         let d = dir.join(&sub);
-        write_files(&d, &sc, &out, &summary, &PerfReport::new(&out)).unwrap();
+        write_files(&d, &sc, &out, &summary, &PerfReport::new(&out), false).unwrap();
         // Host and collective scenarios run tens of thousands of messages per set:
         // only their small files are committed (summary.json, collective.csv, and
         // at the top compare.csv and host.csv).

@@ -489,7 +489,8 @@ fn mutated_scenarios_never_panic() {
                 let summary = summarize(sc, &out);
                 // A few invariants any run keeps.
                 let f = &summary.flows;
-                assert_eq!(f.count, out.flows.len() as u64);
+                let transfers = summary.transfers.as_ref().map_or(0, |t| t.count);
+                assert_eq!(f.count + transfers, out.flows.len() as u64);
                 assert_eq!(f.completed + f.incomplete, f.count);
                 assert!(f.delivered_bytes <= f.payload_bytes, "{f:?}");
                 assert!(out.end.0 <= RUN_FOR_PS as u64, "ran to {}", out.end.0);
