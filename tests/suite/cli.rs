@@ -16,6 +16,14 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
+/// A fresh folder holding `yaml` as `<name>.yaml`: (the folder, the file).
+fn scenario_file(name: &str, yaml: &str) -> (PathBuf, PathBuf) {
+    let d = tmpdir(name);
+    let f = d.join(format!("{name}.yaml"));
+    std::fs::write(&f, yaml).unwrap();
+    (d, f)
+}
+
 fn run_ok(args: &[&str]) -> Output {
     let o = bin().args(args).output().unwrap();
     assert!(
@@ -447,10 +455,8 @@ fn a_closed_stdout_is_not_a_panic() {
 /// plan.json with every candidate (run or not) and the answer, in a sealed folder.
 #[test]
 fn plan_writes_its_evidence_with_out() {
-    let d = tmpdir("plan-out");
-    let scenario = d.join("p.yaml");
-    std::fs::write(
-        &scenario,
+    let (d, scenario) = scenario_file(
+        "plan-out",
         "topology: { leaves: 2, spines: 4, hosts_per_leaf: 2, host_link: { rate: 100Gbps, latency: 200ns } }
 transport: { mode: raw }
 routing: static
@@ -460,8 +466,7 @@ plan:
   targets: { goodput_min: 150Gbps }
   candidates: [ { topology.spines: 1 }, { topology.spines: 2 }, { topology.spines: 4 } ]
 ",
-    )
-    .unwrap();
+    );
     let out = d.join("out");
     let o = run_ok(&[
         "plan",
@@ -500,17 +505,14 @@ plan:
 /// `--flows` every transfer gets a row too. summary.json counts the transfers apart.
 #[test]
 fn collective_transfers_reach_flows_csv_only_with_flows() {
-    let d = tmpdir("transfers");
-    let scenario = d.join("c.yaml");
-    std::fs::write(
-        &scenario,
+    let (d, scenario) = scenario_file(
+        "transfers",
         "topology: { leaves: 2, spines: 2, hosts_per_leaf: 8, host_link: { rate: 100Gbps, latency: 200ns } }
 workload:
   - collective: { op: allreduce, algorithm: ring, size: 1MiB, iters: 2, warmup_iters: 0 }
   - flows: [ { src: 0, dst: 9, size: 1MB } ]
 ",
-    )
-    .unwrap();
+    );
     let (a, b) = (d.join("a"), d.join("b"));
     let o = run_ok(&[
         "run",
