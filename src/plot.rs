@@ -52,6 +52,58 @@ pub struct Chart {
 
 type DrawResult = Result<(), String>;
 
+/// A tick label in the axis's unit, for a reader: sizes as B, KiB, MiB, GiB (binary
+/// when the value is a whole number of them, else kB, MB, GB); times given in us as us,
+/// ms or s; other values in k and M; never `10000000.0`.
+fn tick(v: f64, axis: &str) -> String {
+    let short = |x: f64| {
+        let t = format!("{:.2}", x);
+        let t = t.trim_end_matches('0').trim_end_matches('.');
+        if t == "-0" {
+            "0".to_string()
+        } else {
+            t.to_string()
+        }
+    };
+    let a = axis.to_ascii_lowercase();
+    let m = v.abs();
+    if a.contains("bytes") {
+        for (unit, bin, dec) in [
+            ("G", 1u64 << 30, 1e9),
+            ("M", 1 << 20, 1e6),
+            ("K", 1 << 10, 1e3),
+        ] {
+            if m >= bin as f64 && (m / bin as f64).fract() == 0.0 {
+                return format!("{} {unit}iB", short(v / bin as f64));
+            }
+            if m >= dec {
+                return format!(
+                    "{} {}B",
+                    short(v / dec),
+                    if unit == "K" { "k" } else { unit }
+                );
+            }
+        }
+        return format!("{} B", short(v));
+    }
+    if a.contains("(us") {
+        return if m >= 1e6 {
+            format!("{} s", short(v / 1e6))
+        } else if m >= 1e3 {
+            format!("{} ms", short(v / 1e3))
+        } else {
+            format!("{} us", short(v))
+        };
+    }
+    if m >= 1e6 {
+        format!("{}M", short(v / 1e6))
+    } else if m >= 1e4 {
+        format!("{}k", short(v / 1e3))
+    } else {
+        short(v)
+    }
+}
+
 fn draw_on<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     c: &Chart,
@@ -115,6 +167,8 @@ where
                 .configure_mesh()
                 .x_desc(c.x_label.as_str())
                 .y_desc(c.y_label.as_str())
+                .x_label_formatter(&|v| tick(*v, &c.x_label))
+                .y_label_formatter(&|v| tick(*v, &c.y_label))
                 .label_style(("sans-serif", 15))
                 .axis_desc_style(("sans-serif", 17))
                 .draw()
@@ -206,6 +260,26 @@ fn read_column(path: &Path, name: &str) -> Option<Vec<f64>> {
     )
 }
 
+/// A CDF of the positive values in `v`: at most 400 points, evenly spaced in rank, and
+/// the last, so that files stay small whatever the count.
+fn cdf_points(mut v: Vec<f64>) -> Vec<(f64, f64)> {
+    v.retain(|x| *x > 0.0);
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let step = n.div_ceil(400).max(1);
+    let mut points: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (v[i], (i + 1) as f64 / n as f64))
+        .collect();
+    if (n - 1) % step != 0 {
+        points.push((v[n - 1], 1.0));
+    }
+    points
+}
+
 fn read_csv(path: &Path) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     let text = std::fs::read_to_string(path).ok()?;
     let split = |line: &str| -> Vec<String> {
@@ -262,8 +336,32 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             .filter(|p| p.join("summary.json").exists())
             .collect();
         subs.sort();
-        for sub in subs {
-            out.extend(plot_dir(&sub)?);
+        // Every set's FCT CDF on one chart (the compare table's percentiles, whole).
+        let mut series = Vec::new();
+        for sub in &subs {
+            out.extend(plot_dir(sub)?);
+            if let Some(v) = read_column(&sub.join("flows.csv"), "fct_us") {
+                let points = cdf_points(v);
+                if !points.is_empty() {
+                    series.push(Series {
+                        name: sub
+                            .file_name()
+                            .map_or(String::new(), |n| n.to_string_lossy().to_string()),
+                        points,
+                        ..Series::default()
+                    });
+                }
+            }
+        }
+        if !series.is_empty() {
+            let chart = Chart {
+                title: "flow completion time CDF by set".into(),
+                x_label: "FCT (us, log)".into(),
+                y_label: "fraction of flows".into(),
+                log_x: true,
+                series,
+            };
+            out.extend(draw(&chart, &dir.join("compare-fct-cdf"))?);
         }
     }
     if let Some((h, rows)) = read_csv(&dir.join("sweep.csv")) {
@@ -370,34 +468,22 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             out.extend(draw(&chart, &dir.join("busbw"))?);
         }
     }
-    if let Some(mut v) = read_column(&dir.join("flows.csv"), "fct_us") {
-        {
-            v.retain(|x| *x > 0.0);
-            v.sort_by(|a, b| a.total_cmp(b));
-            if !v.is_empty() {
-                // At most 400 points (evenly spaced in rank), so that files stay small.
-                let n = v.len();
-                let step = n.div_ceil(400).max(1);
-                let mut points: Vec<(f64, f64)> = (0..n)
-                    .step_by(step)
-                    .map(|i| (v[i], (i + 1) as f64 / n as f64))
-                    .collect();
-                if (n - 1) % step != 0 {
-                    points.push((v[n - 1], 1.0));
-                }
-                let chart = Chart {
-                    title: "flow completion time CDF".into(),
-                    x_label: "FCT (us, log)".into(),
-                    y_label: "fraction of flows".into(),
-                    log_x: true,
-                    series: vec![Series {
-                        name: format!("{n} flows"),
-                        points,
-                        ..Series::default()
-                    }],
-                };
-                out.extend(draw(&chart, &dir.join("fct-cdf"))?);
-            }
+    if let Some(v) = read_column(&dir.join("flows.csv"), "fct_us") {
+        let n = v.iter().filter(|x| **x > 0.0).count();
+        let points = cdf_points(v);
+        if !points.is_empty() {
+            let chart = Chart {
+                title: "flow completion time CDF".into(),
+                x_label: "FCT (us, log)".into(),
+                y_label: "fraction of flows".into(),
+                log_x: true,
+                series: vec![Series {
+                    name: format!("{n} flows"),
+                    points,
+                    ..Series::default()
+                }],
+            };
+            out.extend(draw(&chart, &dir.join("fct-cdf"))?);
         }
     }
     if let Some((h, rows)) = read_csv(&dir.join("timeseries.csv")) {
@@ -485,4 +571,23 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tick_tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_read_as_a_person_writes_them() {
+        assert_eq!(tick(10_000_000.0, "size (bytes, log)"), "10 MB");
+        assert_eq!(tick(16_777_216.0, "size (bytes, log)"), "16 MiB");
+        assert_eq!(tick(4096.0, "queue (bytes)"), "4 KiB");
+        assert_eq!(tick(512.0, "queue (bytes)"), "512 B");
+        assert_eq!(tick(10_000.0, "FCT (us, log)"), "10 ms");
+        assert_eq!(tick(1_000_000.0, "FCT (us, log)"), "1 s");
+        assert_eq!(tick(2.5, "FCT (us, log)"), "2.5 us");
+        assert_eq!(tick(0.25, "fraction of flows"), "0.25");
+        assert_eq!(tick(120_000.0, "aggregate goodput (Gb/s)"), "120k");
+        assert_eq!(tick(0.0, "fraction of flows"), "0");
+    }
 }

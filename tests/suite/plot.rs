@@ -89,3 +89,45 @@ workload:
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 15, item 9: a compare folder gets one chart with every set's FCT CDF
+/// (`compare-fct-cdf`), each set's curve named after it.
+#[test]
+fn a_compare_folder_overlays_its_sets_fct_cdfs() {
+    let dir = std::env::temp_dir().join(format!("doorbell-overlay-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (set, spines) in [("one", 1), ("two", 2)] {
+        let sc = doorbell::scenario::parse_str(
+            &format!("topology: {{ leaves: 2, spines: {spines}, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
+workload:
+  - flows: [ {{ src: 0, dst: 2, size: 1MB }}, {{ src: 1, dst: 3, size: 1MB }} ]"),
+            "c.yaml",
+            "c",
+            &Overrides::default(),
+        )
+        .unwrap();
+        let out = doorbell::sim::run(&sc);
+        let summary = doorbell::metrics::summarize(&sc, &out);
+        doorbell::report::write_files(
+            &dir.join(set),
+            &sc,
+            &out,
+            &summary,
+            &doorbell::metrics::PerfReport::new(&out),
+            false,
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("compare.csv"), "set\none\ntwo\n").unwrap();
+    let files = doorbell::plot::plot_dir(&dir).unwrap();
+    let svg = files
+        .iter()
+        .find(|f| f.file_name().unwrap() == "compare-fct-cdf.svg")
+        .unwrap_or_else(|| panic!("{files:?}"));
+    let text = std::fs::read_to_string(svg).unwrap();
+    assert!(
+        text.contains("\none\n") && text.contains("\ntwo\n"),
+        "both sets named"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
