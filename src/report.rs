@@ -629,7 +629,7 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
             let t = &s.credit.stall_time_us;
             let _ = writeln!(
                 o,
-                "credits  stalled us by tier: host->leaf {:.1}, leaf->spine {:.1}, spine->leaf {:.1}, leaf->host {:.1}",
+                "credits  credit stall (us) by tier: host->leaf {:.1}, leaf->spine {:.1}, spine->leaf {:.1}, leaf->host {:.1}",
                 t.host_to_leaf, t.leaf_to_spine, t.spine_to_leaf, t.leaf_to_host
             );
         }
@@ -704,10 +704,48 @@ pub fn render_host(h: &crate::metrics::HostSummary) -> String {
     o
 }
 
+/// Servers, GPUs and NICs, and which leaves each rail's NICs land on (the wiring decides
+/// whether a job's traffic crosses the spines at all).
+fn describe_servers(sc: &Scenario, h: &crate::nic::config::HostConfig) -> String {
+    let topo = &sc.topology;
+    let wiring = match h.wiring {
+        crate::nic::spec::Wiring::Packed => "packed (a server's NICs on consecutive ports)",
+        crate::nic::spec::Wiring::Rail => "rail (NIC i of every server on rail i)",
+    };
+    let mut s = format!(
+        "servers  {} x {} GPUs, {} NICs each, wiring {wiring}\n",
+        h.servers, h.gpus_per_host, h.nics_per_host
+    );
+    let leaves_of = |nic: u32| -> Vec<u32> {
+        let mut l: Vec<u32> = (0..h.servers)
+            .map(|srv| topo.leaf_of(h.port_of(srv, nic)))
+            .collect();
+        l.dedup();
+        l
+    };
+    let span = |l: &[u32]| match (l.first(), l.last()) {
+        (Some(a), Some(b)) if a == b => format!("leaf {a}"),
+        (Some(a), Some(b)) if l.len() as u32 == b - a + 1 => format!("leaves {a}-{b}"),
+        _ => format!("{} leaves", l.len()),
+    };
+    if h.nics_per_host > 1 {
+        let rails: Vec<String> = (0..h.nics_per_host.min(8))
+            .map(|n| format!("{n}: {}", span(&leaves_of(n))))
+            .collect();
+        let _ = writeln!(
+            s,
+            "rails    {}{}",
+            rails.join("; "),
+            if h.nics_per_host > 8 { "; ..." } else { "" }
+        );
+    }
+    s
+}
+
 /// The host model's analytic figures: a small message's unloaded latency by stage and a
 /// burst's message-rate bound (`analytic::host`), for the scenario's posting mode.
 pub fn describe_host(sc: &Scenario, h: &crate::nic::config::HostConfig) -> String {
-    let mut s = String::new();
+    let mut s = describe_servers(sc, h);
     let size = 8;
     let (src, dst) = (0, 1);
     match (

@@ -561,3 +561,19 @@ workload:
         "{text}"
     );
 }
+
+/// Issue 15, item 9: `validate` says how servers meet the fabric: 16 servers of 2 GPUs
+/// and 2 NICs on rails, 4 leaves of 8 ports: rail 0 fills leaves 0-1, rail 1 leaves 2-3.
+#[test]
+fn validate_shows_servers_and_the_leaves_of_each_rail() {
+    let o = run_ok(&[
+        "validate",
+        root().join("scenarios/multi-plane.yaml").to_str().unwrap(),
+    ]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("servers  16 x 2 GPUs, 2 NICs each, wiring rail"),
+        "{s}"
+    );
+    assert!(s.contains("rails    0: leaves 0-1; 1: leaves 2-3"), "{s}");
+}
