@@ -257,6 +257,12 @@ fn main() -> ExitCode {
             force,
         } => match doorbell::plan::load(&scenario, &Overrides { seed: None, set }) {
             Ok(mut p) => {
+                // The output folder is checked before the candidates run, not after.
+                let how = if force { Claim::Force } else { Claim::Fresh };
+                if let Some(Err(e)) = out.as_ref().map(|d| outdir::claim(d, how)) {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(e.exit_code());
+                }
                 p.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
                 let (choice, ev) = p.decide();
                 out!("{}", p.report(choice, &ev));

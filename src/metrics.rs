@@ -239,7 +239,8 @@ pub struct FlowCounts {
     pub delivered_bytes: u64,
 }
 
-/// A collective's chunk transfers (each an RC message between two ranks), counted apart
+/// A collective's chunk transfers (each an RC message between two ranks; with
+/// `split_data_on_qps` each part on its own queue pair counts as one), counted apart
 /// from the workload's flows: the collective is reported per operation, and its
 /// transfers' completion times are not flow completion times.
 #[derive(Debug, Clone, Serialize, PartialEq)]

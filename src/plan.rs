@@ -64,7 +64,8 @@ pub struct Evidence {
 /// its ideal FCT, and hosts cannot deliver more than their links carry.
 #[derive(Clone, Copy, Debug)]
 struct Bounds {
-    /// P99 of the counted flows' ideal FCTs, us (nearest rank).
+    /// P99 of the counted flows' ideal FCTs, us (nearest rank; the workload's flows,
+    /// as the P99 judged).
     p99_ideal_us: Option<f64>,
     /// Every host link's payload rate, summed, Gb/s.
     goodput_max_gbps: f64,
@@ -77,8 +78,9 @@ impl Bounds {
             .flows
             .iter()
             .filter(|f| {
-                f.finish.is_some()
-                    || (f.def.start <= out.end && (f.def.after.is_none() || f.started))
+                f.coll.is_none()
+                    && (f.finish.is_some()
+                        || (f.def.start <= out.end && (f.def.after.is_none() || f.started)))
             })
             .map(|f| f.ideal.0)
             .collect();
@@ -88,8 +90,18 @@ impl Bounds {
             ideal[rank - 1] as f64 / 1e6
         });
         let eff = sc.encapsulation.payload_efficiency(sc.mtu);
-        let goodput_max_gbps =
-            sc.topology.hosts() as f64 * sc.topology.host_link.rate.0 as f64 * eff / 1e9;
+        let hosts = sc.topology.hosts();
+        // Bytes delivered to switches (in-network aggregation) count in the aggregate
+        // too, beyond what host links carry: no bound then.
+        let to_switch = out
+            .flows
+            .iter()
+            .any(|f| f.def.src >= hosts || f.def.dst >= hosts);
+        let goodput_max_gbps = if to_switch {
+            f64::INFINITY
+        } else {
+            hosts as f64 * sc.topology.host_link.rate.0 as f64 * eff / 1e9
+        };
         Bounds {
             p99_ideal_us,
             goodput_max_gbps,
@@ -724,7 +736,7 @@ impl Plan {
         // Targets no candidate could meet even with the fabric empty: no spine count
         // helps; the target, the hosts or the workload must change.
         let run: Vec<&Evidence> = ev.iter().flatten().collect();
-        if let Some(first) = run.first() {
+        if let Some(first) = run.first().filter(|_| choice.is_none()) {
             for why in &first.unmeetable {
                 let target = why.split(':').next().unwrap_or("");
                 if run

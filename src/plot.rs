@@ -243,7 +243,6 @@ fn lines(groups: BTreeMap<String, Vec<(f64, f64)>>) -> Vec<Series> {
         .collect()
 }
 
-/// A CSV file as a header and rows of fields (quoted fields may hold commas).
 /// One numeric column of a CSV file, read line by line: a `flows.csv` of a million rows
 /// (`run --flows` on a large collective) costs eight bytes a row, not the whole text.
 /// Fields before the column must not hold quoted commas (true of `flows.csv`).
@@ -280,6 +279,7 @@ fn cdf_points(mut v: Vec<f64>) -> Vec<(f64, f64)> {
     points
 }
 
+/// A CSV file as a header and rows of fields (quoted fields may hold commas).
 fn read_csv(path: &Path) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     let text = std::fs::read_to_string(path).ok()?;
     let split = |line: &str| -> Vec<String> {
@@ -335,7 +335,18 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.join("summary.json").exists())
             .collect();
-        subs.sort();
+        // In the compare table's order (its first column), else by name.
+        let order: Vec<String> = read_csv(&dir.join("compare.csv"))
+            .map(|(_, rows)| rows.iter().filter_map(|r| r.first().cloned()).collect())
+            .unwrap_or_default();
+        subs.sort_by_key(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+            let i = name
+                .as_ref()
+                .and_then(|n| order.iter().position(|o| o == n))
+                .unwrap_or(usize::MAX);
+            (i, name)
+        });
         // Every set's FCT CDF on one chart (the compare table's percentiles, whole).
         let mut series = Vec::new();
         for sub in &subs {

@@ -86,7 +86,9 @@ impl Sim {
             // pair in turn, or split over all of them in 128-byte-aligned parts
             // (`net_ib.cc`, `ncclIbMultiSend`).
             let (qps, split) = (r.cfg.qps_per_connection, r.cfg.split_data_on_qps);
-            let no_ar = s.bytes < r.cfg.ar_threshold;
+            // NCCL routes a message adaptively when it is larger than the threshold
+            // (`net_ib.cc`: `size > ncclParamIbArThreshold()`).
+            let no_ar = s.bytes <= r.cfg.ar_threshold;
             let part = if split && qps > 1 {
                 s.bytes.div_ceil(qps as u64).div_ceil(128) * 128
             } else {

@@ -122,9 +122,13 @@ pub struct RcParams {
 /// reorder timer: its value here is an assumption, stated where it is set.
 ///
 /// A READ's responses are placed out of order at the requester too; a hole there makes
-/// the requester ask again from the first missing response to the end of the READ (one
-/// READ stream per queue pair: a request names a range to its end), so responses placed
-/// already may come twice and are dropped. A READ request or a SEND's first packet that
+/// the requester go back to the first missing response (one READ stream per queue pair:
+/// a request names a range to its end), spending a retry as plain RC does, so responses
+/// placed already may come twice and are dropped. A selective NAK round that names the
+/// oldest unacknowledged PSN spends a retry too, and resends do not restart the local
+/// ACK timer: a packet that is always lost fails the queue pair as on plain RC. A lost
+/// last packet has nothing behind it to show its hole: the local ACK timeout recovers it
+/// (IRN's sender-side short timeout is not modelled). A READ request or a SEND's first packet that
 /// overtakes earlier packets is not executed ahead of them: it is dropped and asked for
 /// again like a lost packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -560,7 +564,11 @@ impl Requester {
                 self.data_request(&w, seq)
             };
             self.stats.retransmissions += 1;
-            self.ack_deadline = local_ack_timeout(self.p.timeout).map(|t| now + t);
+            // A resend does not restart the local ACK timer (a queue pair whose resends
+            // are always lost must still time out and fail); it starts one if none runs.
+            if self.ack_deadline.is_none() {
+                self.ack_deadline = local_ack_timeout(self.p.timeout).map(|t| now + t);
+            }
             return Some(req);
         }
         None
@@ -671,11 +679,25 @@ impl Requester {
                 self.rearm(now);
             }
             AckKind::NakSelective => {
-                // Out-of-order RC: resend the missing run only (its PSNs were sent).
+                // Out-of-order RC: resend the missing run only (its PSNs were sent). A
+                // round of NAKs that names the oldest unacknowledged PSN again spends a
+                // retry, as plain RC's sequence NAK does (progress resets the count).
                 self.stats.seq_naks += 1;
-                if self.p.out_of_order.is_some() && ack.count > 0 {
-                    self.resend.push_back((seq, ack.count as u64));
+                if self.p.out_of_order.is_none() || ack.count == 0 {
+                    return;
                 }
+                let run = (seq, ack.count as u64);
+                if self.resend.contains(&run) {
+                    return; // asked for already, not yet resent
+                }
+                if seq == self.una {
+                    if self.retries_left == 0 {
+                        self.fail(WcStatus::RetryExceeded);
+                        return;
+                    }
+                    self.retries_left -= 1;
+                }
+                self.resend.push_back(run);
             }
             AckKind::NakRnr => {
                 // Wait the RNR timer, then resend from `psn` (9.7.5.2.9).
@@ -689,6 +711,8 @@ impl Requester {
                     self.rnr_retries_left -= 1;
                 }
                 self.nxt = seq.max(self.una);
+                // Everything from there is sent again after the back-off.
+                self.resend.clear();
                 self.rnr_wait_until = Some(now + rnr_timer(ack.rnr_code));
                 self.ack_deadline = None;
             }
@@ -785,14 +809,18 @@ impl Requester {
             self.rnr_wait_until = None;
         }
         if self.read_hole_deadline().is_some_and(|t| t <= now) {
-            // A READ response is missing: ask again from it to the end of its READ.
+            // A READ response is missing: ask again from it on (go-back-N from the
+            // oldest unacknowledged PSN, spending a retry, as plain RC does on a gap).
             self.stats.seq_naks += 1;
             if let Some(b) = self.read_reorder.as_mut() {
                 b.restart_gap_timer(now);
             }
             if self.nxt > self.una {
-                self.nxt = self.una;
-                self.resend.clear();
+                let una = self.una;
+                self.go_back(una, WcStatus::RetryExceeded);
+                if self.state == QpState::Error {
+                    return;
+                }
             }
         }
         if self.ack_deadline.is_some_and(|t| t <= now) {
@@ -939,7 +967,13 @@ impl Responder {
         }
         let b = self.reorder.as_mut().expect("a deadline needs the buffer");
         b.restart_gap_timer(now);
+        let next = b.next();
         for (seq, count) in b.holes(MAX_NAKS_PER_ROUND) {
+            // The expected PSN drew an RNR NAK: the requester resends it after its
+            // back-off; asking for it again would only draw more RNR NAKs.
+            if seq == next && self.nak_outstanding {
+                continue;
+            }
             self.selective_nak(seq, count);
         }
     }

@@ -246,3 +246,67 @@ fn an_ack_moves_past_read_responses_placed_behind_it() {
     assert_eq!(ids, vec![1, 2]);
     assert_eq!(r.next_timeout(), None, "no hole left, nothing outstanding");
 }
+
+fn selective(psn: u32, count: u32) -> AckInfo {
+    AckInfo {
+        kind: AckKind::NakSelective,
+        psn,
+        credits: 0,
+        rnr_code: 0,
+        count,
+    }
+}
+
+/// Review finding: a packet that is always lost must still fail the queue pair. Each
+/// round of selective NAKs naming the oldest unacknowledged PSN spends a retry (retry_cnt
+/// 3: the fourth such round fails it), a NAK for a later hole spends none, a repeated run
+/// is queued once, and resends never push the local ACK timer back.
+#[test]
+fn selective_nak_rounds_without_progress_spend_retries_and_fail() {
+    let mut r = Requester::new(ooo(false), 0);
+    r.post(1, Op::Write, 4000);
+    drain(&mut r, T0);
+    let deadline = r.next_timeout().unwrap();
+    for round in 0..3 {
+        let now = us(10 + 100 * round);
+        r.handle_ack(now, selective(3, 1)); // a later hole: no retry spent
+        r.handle_ack(now, selective(0, 1));
+        r.handle_ack(now, selective(0, 1)); // the same run again: queued once
+        let again: Vec<u32> = drain(&mut r, now).iter().map(|t| t.psn).collect();
+        assert_eq!(again, vec![3, 0], "round {round}");
+        assert_eq!(r.next_timeout(), Some(deadline), "resends keep the timer");
+        assert_eq!(r.state(), QpState::ReadyToSend);
+    }
+    r.handle_ack(us(400), selective(0, 1));
+    assert_eq!(r.state(), QpState::Error);
+    assert_eq!(r.pop_completion().unwrap().status, WcStatus::RetryExceeded);
+}
+
+/// Review finding: an RNR NAK clears the selective resends waiting (the back-off resends
+/// everything from that PSN), and the responder does not NAK the PSN it RNR-NAKed.
+#[test]
+fn an_rnr_nak_clears_selective_resends_and_the_responder_does_not_nak_its_psn() {
+    let p = RcParams {
+        min_rnr_timer: 12,
+        ..ooo(false)
+    };
+    let mut r = Requester::new(p, 1);
+    let mut resp = Responder::new(p, 0);
+    r.post(1, Op::Send, 5000);
+    let pk = drain(&mut r, T0);
+    // Packets 1-4 arrive first (placed), then 0 finds no receive WQE: RNR NAK.
+    for p in &pk[1..5] {
+        resp.handle_request(us(1), p);
+    }
+    let rnr = resp.handle_request(us(2), &pk[0]).reply.unwrap();
+    assert_eq!(rnr.kind, AckKind::NakRnr);
+    r.handle_ack(us(3), selective(0, 1));
+    r.handle_ack(us(3), rnr);
+    assert!(
+        drain(&mut r, us(3)).is_empty(),
+        "waiting out the back-off, nothing queued"
+    );
+    // The hole at PSN 0 outlives the reorder timeout: no NAK for it while RNR stands.
+    resp.handle_timeout(us(40));
+    assert!(resp.pop_nak().is_none());
+}
