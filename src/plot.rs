@@ -259,6 +259,17 @@ fn read_column(path: &Path, name: &str) -> Option<Vec<f64>> {
     )
 }
 
+/// An FCT CDF chart (log time axis) of `series`.
+fn fct_cdf_chart(title: &str, series: Vec<Series>) -> Chart {
+    Chart {
+        title: title.into(),
+        x_label: "FCT (us, log)".into(),
+        y_label: "fraction of flows".into(),
+        log_x: true,
+        series,
+    }
+}
+
 /// A CDF of the positive values in `v`: at most 400 points, evenly spaced in rank, and
 /// the last, so that files stay small whatever the count.
 fn cdf_points(mut v: Vec<f64>) -> Vec<(f64, f64)> {
@@ -365,13 +376,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
             }
         }
         if !series.is_empty() {
-            let chart = Chart {
-                title: "flow completion time CDF by set".into(),
-                x_label: "FCT (us, log)".into(),
-                y_label: "fraction of flows".into(),
-                log_x: true,
-                series,
-            };
+            let chart = fct_cdf_chart("flow completion time CDF by set", series);
             out.extend(draw(&chart, &dir.join("compare-fct-cdf"))?);
         }
     }
@@ -483,17 +488,14 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
         let n = v.iter().filter(|x| **x > 0.0).count();
         let points = cdf_points(v);
         if !points.is_empty() {
-            let chart = Chart {
-                title: "flow completion time CDF".into(),
-                x_label: "FCT (us, log)".into(),
-                y_label: "fraction of flows".into(),
-                log_x: true,
-                series: vec![Series {
+            let chart = fct_cdf_chart(
+                "flow completion time CDF",
+                vec![Series {
                     name: format!("{n} flows"),
                     points,
                     ..Series::default()
                 }],
-            };
+            );
             out.extend(draw(&chart, &dir.join("fct-cdf"))?);
         }
     }

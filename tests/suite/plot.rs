@@ -9,6 +9,22 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
     (be(16), be(20))
 }
 
+/// Runs the scenario `yaml` and writes its result files into `dir`, as `run` does.
+fn run_into(dir: &std::path::Path, yaml: &str) {
+    let sc = doorbell::scenario::parse_str(yaml, "c.yaml", "c", &Overrides::default()).unwrap();
+    let out = doorbell::sim::run(&sc);
+    let summary = doorbell::metrics::summarize(&sc, &out);
+    doorbell::report::write_files(
+        dir,
+        &sc,
+        &out,
+        &summary,
+        &doorbell::metrics::PerfReport::new(&out),
+        false,
+    )
+    .unwrap();
+}
+
 #[test]
 fn sweep_run_and_collective_plots_are_drawn_at_the_expected_size() {
     let dir = std::env::temp_dir().join(format!("doorbell-plot-{}", std::process::id()));
@@ -35,28 +51,14 @@ sweep:
     let mut files = doorbell::plot::plot_dir(&sweep_dir).unwrap();
     // A run with a collective (busbw vs size) and flows (FCT CDF; a collective's
     // transfers are not flows).
-    let sc = doorbell::scenario::parse_str(
+    let run_dir = dir.join("run");
+    run_into(
+        &run_dir,
         "topology: { leaves: 1, spines: 0, hosts_per_leaf: 4, host_link: { rate: 100Gbps, latency: 200ns } }
 workload:
   - collective: { op: allreduce, minbytes: 4KiB, maxbytes: 1MiB, stepfactor: 16, iters: 1, warmup_iters: 0 }
   - flows: [ { src: 0, dst: 1, size: 1MB }, { src: 2, dst: 3, size: 10KB } ]",
-        "c.yaml",
-        "c",
-        &Overrides::default(),
-    )
-    .unwrap();
-    let out = doorbell::sim::run(&sc);
-    let summary = doorbell::metrics::summarize(&sc, &out);
-    let run_dir = dir.join("run");
-    doorbell::report::write_files(
-        &run_dir,
-        &sc,
-        &out,
-        &summary,
-        &doorbell::metrics::PerfReport::new(&out),
-        false,
-    )
-    .unwrap();
+    );
     files.extend(doorbell::plot::plot_dir(&run_dir).unwrap());
     let names: Vec<String> = files
         .iter()
@@ -97,26 +99,12 @@ fn a_compare_folder_overlays_its_sets_fct_cdfs() {
     let dir = std::env::temp_dir().join(format!("doorbell-overlay-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     for (set, spines) in [("one", 1), ("two", 2)] {
-        let sc = doorbell::scenario::parse_str(
+        run_into(
+            &dir.join(set),
             &format!("topology: {{ leaves: 2, spines: {spines}, hosts_per_leaf: 2, host_link: {{ rate: 100Gbps, latency: 200ns }} }}
 workload:
   - flows: [ {{ src: 0, dst: 2, size: 1MB }}, {{ src: 1, dst: 3, size: 1MB }} ]"),
-            "c.yaml",
-            "c",
-            &Overrides::default(),
-        )
-        .unwrap();
-        let out = doorbell::sim::run(&sc);
-        let summary = doorbell::metrics::summarize(&sc, &out);
-        doorbell::report::write_files(
-            &dir.join(set),
-            &sc,
-            &out,
-            &summary,
-            &doorbell::metrics::PerfReport::new(&out),
-            false,
-        )
-        .unwrap();
+        );
     }
     std::fs::write(dir.join("compare.csv"), "set\none\ntwo\n").unwrap();
     let files = doorbell::plot::plot_dir(&dir).unwrap();
