@@ -311,7 +311,7 @@ pub fn compare_csv(sets: &[SetResult]) -> String {
             rcs.map_or(0, |r| r.seq_naks),
             rcs.map_or(0, |r| r.qp_errors),
             detect_dead_link_us(&s.scenario, &s.out).map_or(String::new(), |d| d.to_string()),
-            s.scenario.routing.policy.name(),
+            s.scenario.routing.describe(),
             p.out_of_order.is_some(),
         );
     }

@@ -122,6 +122,24 @@ impl RoutingConfig {
     }
 }
 
+impl RoutingConfig {
+    /// The policy's name, with each parameter that is not its default (no commas, so it
+    /// fits a CSV field): `adaptive hysteresis=8192B load=queue_and_credits`.
+    pub fn describe(&self) -> String {
+        let mut s = self.policy.name().to_string();
+        if self.policy == Routing::Flowlet && self.flowlet_gap != defaults::FLOWLET_GAP {
+            s.push_str(&format!(" flowlet_gap={}ps", self.flowlet_gap.0));
+        }
+        if self.hysteresis_bytes > 0 {
+            s.push_str(&format!(" hysteresis={}B", self.hysteresis_bytes));
+        }
+        if self.load != LoadSignal::Queue {
+            s.push_str(" load=queue_and_credits");
+        }
+        s
+    }
+}
+
 impl From<Routing> for RoutingConfig {
     fn from(policy: Routing) -> RoutingConfig {
         RoutingConfig::new(policy)
@@ -353,5 +371,29 @@ mod policy_tests {
         );
         assert_eq!(choose(cfg(2_048), true, 0, &q) as usize, other, "beyond it");
         assert_eq!(choose(cfg(0), true, 0, &q) as usize, other);
+    }
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_is_described_with_the_parameters_it_changes() {
+        assert_eq!(RoutingConfig::new(Routing::Adaptive).describe(), "adaptive");
+        let c = RoutingConfig {
+            hysteresis_bytes: 8192,
+            load: LoadSignal::QueueAndCredits,
+            ..RoutingConfig::new(Routing::Adaptive)
+        };
+        assert_eq!(
+            c.describe(),
+            "adaptive hysteresis=8192B load=queue_and_credits"
+        );
+        let f = RoutingConfig {
+            flowlet_gap: SimDuration::from_us(5),
+            ..RoutingConfig::new(Routing::Flowlet)
+        };
+        assert_eq!(f.describe(), "flowlet flowlet_gap=5000000ps");
     }
 }
