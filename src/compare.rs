@@ -642,3 +642,50 @@ pub fn render_collective_table(sets: &[SetResult]) -> String {
     }
     o
 }
+
+/// `training.csv` of a compare run: each set's step rows, set first.
+pub fn training_csv(sets: &[SetResult]) -> Option<String> {
+    if !sets.iter().any(|s| !s.summary.training.is_empty()) {
+        return None;
+    }
+    let mut o = String::new();
+    for (k, s) in sets.iter().enumerate() {
+        let csv = crate::training::summary::csv(&s.summary.training);
+        for (i, line) in csv.lines().enumerate() {
+            if i > 0 || k == 0 {
+                let set = if i == 0 { "set" } else { &s.name };
+                let _ = writeln!(o, "{set},{line}");
+            }
+        }
+    }
+    Some(o)
+}
+
+/// The training steps side by side: per set and job, the step and its parts.
+pub fn render_training_table(sets: &[SetResult]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<24} {:>8} {:>6} {:>10} {:>11} {:>10} {:>12} {:>8}",
+        "set", "workload", "GPUs", "step ms", "compute ms", "bubble ms", "exposed ms", "exposed"
+    );
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for s in sets {
+        for t in &s.summary.training {
+            let _ = writeln!(
+                o,
+                "{:<24} {:>8} {:>6} {:>10} {:>11.3} {:>10} {:>12} {:>8}",
+                s.name,
+                t.workload,
+                t.gpus,
+                f(t.step_ms),
+                t.compute_ms,
+                f(t.bubble_ms),
+                f(t.exposed_comm_ms),
+                t.exposed_comm_share
+                    .map_or("-".into(), |x| format!("{:.1}%", 100.0 * x)),
+            );
+        }
+    }
+    o
+}

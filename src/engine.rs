@@ -74,6 +74,10 @@ pub enum Event {
     CollArrive { run: u32, xfer: u32 },
     /// Transfer `xfer` of collective run `run` has landed (and been reduced).
     CollDone { run: u32, xfer: u32 },
+    /// Training job `job` starts its first step.
+    TrainStart { job: u32 },
+    /// Training job `job`'s timers (compute phases, NVLink sends) may be due.
+    TrainWake { job: u32 },
 }
 
 /// The component that scheduled an event: an index into the queue's per-source counters

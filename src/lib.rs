@@ -43,6 +43,7 @@ pub mod sim;
 pub mod spec;
 pub mod sweep;
 pub mod topology;
+pub mod training;
 pub mod transport;
 pub mod units;
 pub mod workload;

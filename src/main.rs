@@ -401,8 +401,16 @@ fn run(
     plot_and_seal(dir, "run", &[], plot)?;
     if !quiet {
         out!("{}", render_summary(sc, &summary, &perf));
+        let extra = [
+            (!summary.collectives.is_empty(), ", collective.csv"),
+            (!summary.training.is_empty(), ", training.csv"),
+        ]
+        .iter()
+        .filter(|x| x.0)
+        .map(|x| x.1)
+        .collect::<String>();
         outln!(
-            "results  {}/{{summary.json, flows.csv, ports.csv, perf.json}}",
+            "results  {}/{{summary.json, flows.csv, ports.csv, perf.json{extra}}}",
             dir.display()
         );
     }
@@ -491,6 +499,11 @@ fn run_compare(
         write_atomic(&dir.join("collective.csv"), csv.as_bytes())
             .with_context(|| format!("writing {}", dir.join("collective.csv").display()))?;
     }
+    let train_csv = compare::training_csv(&sets);
+    if let Some(csv) = &train_csv {
+        write_atomic(&dir.join("training.csv"), csv.as_bytes())
+            .with_context(|| format!("writing {}", dir.join("training.csv").display()))?;
+    }
     if !more.is_empty() {
         write_atomic(
             &dir.join("compare-stats.csv"),
@@ -518,11 +531,14 @@ fn run_compare(
         if coll_csv.is_some() {
             out!("{}", compare::render_collective_table(&sets));
         }
+        if train_csv.is_some() {
+            out!("{}", compare::render_training_table(&sets));
+        }
         if !more.is_empty() {
             out!("{}", compare::render_stats_table(&sets, &more));
         }
         outln!(
-            "results  {}/{{compare.csv{}{}{}{}}} and one folder per set",
+            "results  {}/{{compare.csv{}{}{}{}{}}} and one folder per set",
             dir.display(),
             if more.is_empty() {
                 ""
@@ -533,6 +549,11 @@ fn run_compare(
             if host_csv.is_some() { ", host.csv" } else { "" },
             if coll_csv.is_some() {
                 ", collective.csv"
+            } else {
+                ""
+            },
+            if train_csv.is_some() {
+                ", training.csv"
             } else {
                 ""
             }

@@ -330,6 +330,9 @@ pub struct Summary {
     /// One entry per collective workload item.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<crate::collective::CollectiveSummary>,
+    /// One entry per training workload item.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub training: Vec<crate::training::summary::TrainingSummary>,
     /// What the run was checked against at its end, what it broke (a bug), and why a
     /// stalled run stalled.
     pub invariants: invariants::InvariantReport,
@@ -769,6 +772,11 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             .collectives
             .iter()
             .map(crate::collective::summarize)
+            .collect(),
+        training: out
+            .training
+            .iter()
+            .map(crate::training::summary::summarize)
             .collect(),
         invariants: invariants::check(sc, out, drops_packets),
     }

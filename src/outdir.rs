@@ -43,6 +43,7 @@ const DATA_FILES: &[&str] = &[
     "ports.csv",
     "timeseries.csv",
     "collective.csv",
+    "training.csv",
     "compare.csv",
     "compare-stats.csv",
     "window.csv",

@@ -31,6 +31,8 @@ pub struct Targets {
     pub p99_fct_max_us: Option<f64>,
     /// Aggregate goodput, Gb/s.
     pub goodput_min_gbps: Option<f64>,
+    /// Training step time of the first training item, ms.
+    pub step_time_max_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +55,8 @@ pub struct Evidence {
     /// Unfinished flows make the P99 only a lower bound.
     pub p99_lower_bound: bool,
     pub goodput_gbps: f64,
+    /// The first training item's step time, ms (mean over its steps).
+    pub step_ms: Option<f64>,
     pub pass: bool,
     /// Which targets failed.
     pub failed: Vec<&'static str>,
@@ -69,6 +73,8 @@ struct Bounds {
     p99_ideal_us: Option<f64>,
     /// Every host link's payload rate, summed, Gb/s.
     goodput_max_gbps: f64,
+    /// The first training item's step had its communication taken no time, ms.
+    step_no_comm_ms: Option<f64>,
 }
 
 impl Bounds {
@@ -102,9 +108,14 @@ impl Bounds {
         } else {
             hosts as f64 * sc.topology.host_link.rate.0 as f64 * eff / 1e9
         };
+        let step_no_comm_ms = out.training.first().and_then(|t| {
+            let n = t.no_comm_step_ps.len();
+            (n > 0).then(|| t.no_comm_step_ps.iter().sum::<u64>() as f64 / n as f64 / 1e9)
+        });
         Bounds {
             p99_ideal_us,
             goodput_max_gbps,
+            step_no_comm_ms,
         }
     }
 }
@@ -182,10 +193,15 @@ pub fn plan_str(
                                 .map_err(|e| ScenarioError::at(file, &path, e.to_string()))?;
                             targets.p99_fct_max_us = Some(d.as_us_f64());
                         }
+                        "step_time_max" => {
+                            let d = parse_duration(&s)
+                                .map_err(|e| ScenarioError::at(file, &path, e.to_string()))?;
+                            targets.step_time_max_ms = Some(d.as_us_f64() / 1e3);
+                        }
                         _ => return Err(ScenarioError::at(
                             file,
                             &path,
-                            "unknown target, expected `busbw_min`, `p99_fct_max` or `goodput_min`",
+                            "unknown target, expected `busbw_min`, `p99_fct_max`, `goodput_min` or `step_time_max`",
                         )),
                     }
                 }
@@ -281,6 +297,17 @@ pub fn plan_str(
             "bus bandwidth needs a collective in the workload",
         ));
     }
+    let has_training = base
+        .workload
+        .iter()
+        .any(|w| matches!(w, crate::workload::Workload::Training(_)));
+    if targets.step_time_max_ms.is_some() && !has_training {
+        return Err(ScenarioError::at(
+            file,
+            "plan.targets.step_time_max",
+            "a step time needs a `training` item in the workload",
+        ));
+    }
     if sets.is_empty() {
         return Err(ScenarioError::at(
             file,
@@ -373,6 +400,18 @@ impl Plan {
             .any(|s| s.fct_us.as_ref().is_some_and(|f| f.is_lower_bound("p99")));
         let goodput =
             mean(runs.iter().map(|s| s.goodput_gbps.aggregate).collect()).map_or(f64::NAN, |m| m.0);
+        // A job that did not finish its steps has no step time to judge.
+        let step = mean(
+            runs.iter()
+                .filter_map(|s| {
+                    s.training
+                        .first()
+                        .filter(|t| t.complete)
+                        .and_then(|t| t.step_ms)
+                })
+                .collect(),
+        )
+        .map(|m| m.0);
         let mut failed = Vec::new();
         if let Some(min) = self.targets.busbw_min_gbs {
             if !busbw.is_some_and(|b| b >= min) {
@@ -391,7 +430,19 @@ impl Plan {
                 failed.push("goodput_min");
             }
         }
+        if let Some(max) = self.targets.step_time_max_ms {
+            if !step.is_some_and(|s| s <= max) {
+                failed.push("step_time_max");
+            }
+        }
         let mut unmeetable = Vec::new();
+        if let (Some(max), Some(floor)) = (self.targets.step_time_max_ms, bounds.step_no_comm_ms) {
+            if floor > max {
+                unmeetable.push(format!(
+                    "step_time_max: the step takes {floor:.3} ms with communication taking no time (compute and pipeline bubble)"
+                ));
+            }
+        }
         if let (Some(max), Some(ideal)) = (self.targets.p99_fct_max_us, bounds.p99_ideal_us) {
             if ideal > max {
                 unmeetable.push(format!(
@@ -413,6 +464,7 @@ impl Plan {
             p99_ci95_us: p99_stat.and_then(|m| m.1),
             p99_lower_bound: p99_bound,
             goodput_gbps: goodput,
+            step_ms: step,
             pass: failed.is_empty() && !runs.iter().any(|s| s.stalled),
             failed,
             unmeetable,
@@ -535,20 +587,21 @@ impl Plan {
             rises(a.busbw_gbs, b.busbw_gbs)
                 && rises(Some(a.goodput_gbps), Some(b.goodput_gbps))
                 && falls(a.p99_fct_us, b.p99_fct_us)
+                && falls(a.step_ms, b.step_ms)
         })
     }
 
     /// `plan.csv`: one row per candidate with its evidence (empty figures where it was not
     /// run) and whether it is the answer.
     pub fn csv(&self, choice: Option<usize>, ev: &[Option<Evidence>]) -> String {
-        let mut o = String::from("candidate,set,spines,links,cost,run,busbw_gbs,p99_fct_us,p99_ci95_us,p99_lower_bound,goodput_gbps,pass,failed,unmeetable,chosen\n");
+        let mut o = String::from("candidate,set,spines,links,cost,run,busbw_gbs,p99_fct_us,p99_ci95_us,p99_lower_bound,goodput_gbps,step_ms,pass,failed,unmeetable,chosen\n");
         let f = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
         for (i, c) in self.candidates.iter().enumerate() {
             let set: Vec<String> = c.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let e = ev[i].as_ref();
             let _ = writeln!(
                 o,
-                "{i},\"{}\",{},{},{},{},{},{},{},{},{},{},\"{}\",\"{}\",{}",
+                "{i},\"{}\",{},{},{},{},{},{},{},{},{},{},{},\"{}\",\"{}\",{}",
                 set.join(" "),
                 c.spines,
                 c.links,
@@ -559,6 +612,7 @@ impl Plan {
                 f(e.and_then(|e| e.p99_ci95_us)),
                 e.is_some_and(|e| e.p99_lower_bound),
                 f(e.map(|e| e.goodput_gbps).filter(|g| g.is_finite())),
+                f(e.and_then(|e| e.step_ms)),
                 e.is_some_and(|e| e.pass),
                 e.map_or(String::new(), |e| e.failed.join("; ")),
                 e.map_or(String::new(), |e| e.unmeetable.join("; ").replace('"', "'")),
@@ -588,6 +642,7 @@ impl Plan {
                     "p99_ci95_us": e.and_then(|e| e.p99_ci95_us),
                     "p99_lower_bound": e.map(|e| e.p99_lower_bound),
                     "goodput_gbps": e.map(|e| e.goodput_gbps).filter(|g| g.is_finite()),
+                    "step_ms": e.and_then(|e| e.step_ms),
                     "pass": e.map(|e| e.pass),
                     "failed": e.map(|e| e.failed.clone()),
                     "unmeetable": e.map(|e| e.unmeetable.clone()),
@@ -599,6 +654,7 @@ impl Plan {
                 "busbw_min_gbs": self.targets.busbw_min_gbs,
                 "p99_fct_max_us": self.targets.p99_fct_max_us,
                 "goodput_min_gbps": self.targets.goodput_min_gbps,
+                "step_time_max_ms": self.targets.step_time_max_ms,
             },
             "bisect": self.bisect,
             "repeats": self.repeats,
@@ -632,7 +688,7 @@ impl Plan {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "plan     {} candidates, {}; targets:{}{}{}",
+            "plan     {} candidates, {}; targets:{}{}{}{}",
             self.candidates.len(),
             if self.bisect {
                 "bisecting over the spine count"
@@ -648,7 +704,13 @@ impl Plan {
             self.targets
                 .goodput_min_gbps
                 .map_or(String::new(), |x| format!(" goodput >= {x} Gb/s")),
+            self.targets
+                .step_time_max_ms
+                .map_or(String::new(), |x| format!(" step <= {x} ms")),
         );
+        // The step column shows only where a step is judged (the reference plans'
+        // tables stay as they were).
+        let steps = self.targets.step_time_max_ms.is_some();
         if self.repeats > 1 {
             let _ = writeln!(
                 o,
@@ -658,8 +720,20 @@ impl Plan {
         }
         let _ = writeln!(
             o,
-            "  {:<4} {:<36} {:>6} {:>6} {:>12} {:>11} {:>12} {:>13}  verdict",
-            "#", "candidate", "spines", "links", "cost", "busbw GB/s", "P99 FCT us", "goodput Gb/s"
+            "  {:<4} {:<36} {:>6} {:>6} {:>12} {:>11} {:>12} {:>13}{}  verdict",
+            "#",
+            "candidate",
+            "spines",
+            "links",
+            "cost",
+            "busbw GB/s",
+            "P99 FCT us",
+            "goodput Gb/s",
+            if steps {
+                format!(" {:>10}", "step ms")
+            } else {
+                String::new()
+            }
         );
         for (i, c) in self.candidates.iter().enumerate() {
             let name: Vec<String> = c.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -693,7 +767,7 @@ impl Plan {
             let mark = if Some(i) == choice { "*" } else { " " };
             let _ = writeln!(
                 o,
-                "{mark} {:<4} {:<36} {:>6} {:>6} {:>12.0} {:>11} {:>12} {:>13}  {verdict}",
+                "{mark} {:<4} {:<36} {:>6} {:>6} {:>12.0} {:>11} {:>12} {:>13}{}  {verdict}",
                 i,
                 name.join(", "),
                 c.spines,
@@ -701,7 +775,13 @@ impl Plan {
                 c.cost,
                 busbw,
                 p99,
-                goodput
+                goodput,
+                if steps {
+                    let v = ev[i].as_ref().and_then(|e| e.step_ms);
+                    format!(" {:>10}", v.map_or("-".into(), |v| format!("{v:.3}")))
+                } else {
+                    String::new()
+                }
             );
         }
         if self.bisect {

@@ -43,6 +43,12 @@ pub fn write_files(
             crate::collective::collective_csv(&summary.collectives).as_bytes(),
         )?;
     }
+    if !summary.training.is_empty() {
+        write_atomic(
+            &dir.join("training.csv"),
+            crate::training::summary::csv(&summary.training).as_bytes(),
+        )?;
+    }
     Ok(())
 }
 
@@ -657,6 +663,9 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
     }
     for c in &s.collectives {
         o.push_str(&crate::collective::nccl_table(c));
+    }
+    for t in &s.training {
+        o.push_str(&crate::training::summary::render(t));
     }
     o
 }

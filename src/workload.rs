@@ -120,6 +120,9 @@ pub enum Workload {
     /// A collective over GPU ranks: its transfers are made during the run
     /// (`collective::CollectiveRun`), not here.
     Collective(Box<crate::collective::Collective>),
+    /// Training steps (`training::TrainingRun`): their collectives and sends are made
+    /// during the run.
+    Training(Box<crate::training::TrainingConfig>),
     /// `iterations` round trips between `hosts[0]` and `hosts[1]`.
     PingPong {
         hosts: [u32; 2],
@@ -150,6 +153,7 @@ impl Workload {
             | Workload::PingPong { size, .. } => *size,
             Workload::Poisson { dist, .. } => dist.max(),
             Workload::Collective(c) => c.sizes.iter().copied().max().unwrap_or(0),
+            Workload::Training(t) => t.collective.chunk,
         }
     }
 
@@ -164,6 +168,8 @@ impl Workload {
             Workload::AllToAll { .. } => h * (h - 1.0),
             Workload::Stream { count, .. } => *count as f64,
             Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
+            // Upper bound: every chunk of every collective a transfer.
+            Workload::Training(t) => t.bytes_estimate() / t.collective.chunk as f64,
             Workload::Collective(c) => {
                 // Upper bound: every rank sends 2(n - 1) pieces per loop per channel.
                 let n = h.max(2.0);
@@ -204,6 +210,7 @@ impl Workload {
             Workload::PingPong {
                 iterations, size, ..
             } => 2.0 * *iterations as f64 * *size as f64,
+            Workload::Training(t) => t.bytes_estimate(),
             Workload::Collective(c) => {
                 let n = c.ranks.map_or(h, |r| r as f64).max(2.0);
                 let per = match c.op {
@@ -236,6 +243,7 @@ impl Workload {
             Workload::Stream { .. } => "stream",
             Workload::PingPong { .. } => "ping_pong",
             Workload::Collective(_) => "collective",
+            Workload::Training(_) => "training",
         }
     }
 }
@@ -527,7 +535,7 @@ pub fn expand(items: &[Workload], hosts: u32, host_rate_bps: u64, seed: u64) -> 
                     });
                 }
             }
-            Workload::Collective(_) => {}
+            Workload::Collective(_) | Workload::Training(_) => {}
             Workload::Poisson {
                 load,
                 dist,

@@ -142,6 +142,39 @@ pub struct Collective {
 }
 
 impl Collective {
+    /// An all-reduce with every default, launched without the CPU's enqueue cost (for
+    /// collectives a workload issues ahead of the GPU, such as a training step's), to
+    /// be given its op, sizes and ranks.
+    pub fn template() -> Collective {
+        Collective {
+            op: CollectiveOp::Allreduce,
+            algorithm: CollectiveAlgorithm::Auto,
+            sizes: Vec::new(),
+            iters: 1,
+            warmup_iters: 0,
+            ranks: None,
+            placement: PlacementSpec::Packed,
+            channels: defaults::CHANNELS,
+            chunk: defaults::CHUNK,
+            root: 0,
+            start: SimDuration::ZERO,
+            intra_rate: defaults::INTRA_HOST_RATE,
+            intra_latency: None,
+            protocol: None,
+            launch_overhead: SimDuration::ZERO,
+            channel_copy_rate: None,
+            reduce_rate: defaults::REDUCE_RATE,
+            pxn: true,
+            chunk_given: false,
+            channels_given: false,
+            switch_reduce_latency: defaults::SWITCH_REDUCE_LATENCY,
+            switch_reduce_rate: defaults::SWITCH_REDUCE_RATE,
+            qps_per_connection: defaults::QPS_PER_CONNECTION,
+            split_data_on_qps: false,
+            ar_threshold: defaults::AR_THRESHOLD,
+        }
+    }
+
     pub fn op_name(&self) -> &'static str {
         op_name(self.op)
     }
@@ -297,6 +330,11 @@ pub struct CollectiveRun {
     /// When the launched iteration's kernel starts moving data (the glue wakes the run
     /// then: `take_wake`, `on_wake`).
     wake: Option<SimTime>,
+    /// Runs an iteration only when told (`trigger`), not back to back (a training
+    /// step's collectives); `completions` counts the iterations done since asked.
+    pub on_demand: bool,
+    completions: u32,
+    started: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -409,7 +447,24 @@ impl CollectiveRun {
             algo: choices[0].0,
             proto: choices[0].1,
             wake: None,
+            on_demand: false,
+            completions: 0,
+            started: false,
         }
+    }
+
+    /// Runs the next iteration (the next size's when each size runs once), now.
+    pub fn trigger(&mut self, now: SimTime) {
+        if std::mem::replace(&mut self.started, true) {
+            self.launch(now);
+        } else {
+            self.start(now);
+        }
+    }
+
+    /// Iterations finished since the last call.
+    pub fn take_completions(&mut self) -> u32 {
+        std::mem::take(&mut self.completions)
     }
 
     /// The most data bytes one transfer moves: `chunk` when given (and in-network's
@@ -850,8 +905,13 @@ impl CollectiveRun {
             self.iteration = 0;
             if self.size_index >= self.cfg.sizes.len() {
                 self.done = true;
+                self.completions += u32::from(self.on_demand);
                 return;
             }
+        }
+        if self.on_demand {
+            self.completions += 1;
+            return;
         }
         self.launch(now);
     }

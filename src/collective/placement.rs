@@ -44,6 +44,46 @@ pub fn place(
             all.truncate(n as usize);
             all
         }
+        PlacementSpec::RandomServers => {
+            let mut order: Vec<u32> = (0..servers).collect();
+            for i in 0..order.len() {
+                let j = rng.gen_range(i..order.len());
+                order.swap(i, j);
+            }
+            (0..n)
+                .map(|r| order[(r / gpus_per_host) as usize] * gpus_per_host + r % gpus_per_host)
+                .collect()
+        }
+        PlacementSpec::Servers(list) => {
+            let mut seen = vec![false; servers as usize];
+            for (i, &s) in list.iter().enumerate() {
+                if s >= servers {
+                    return Err((
+                        format!("placement.servers[{i}]"),
+                        format!("server {s} does not exist: there are {servers} servers, numbered from 0"),
+                    ));
+                }
+                if std::mem::replace(&mut seen[s as usize], true) {
+                    return Err((
+                        format!("placement.servers[{i}]"),
+                        format!("server {s} is given twice"),
+                    ));
+                }
+            }
+            let need = n.div_ceil(gpus_per_host);
+            if (list.len() as u32) < need {
+                return Err((
+                    "placement.servers".into(),
+                    format!(
+                        "{n} ranks need {need} servers of {gpus_per_host} GPUs, found {}",
+                        list.len()
+                    ),
+                ));
+            }
+            (0..n)
+                .map(|r| list[(r / gpus_per_host) as usize] * gpus_per_host + r % gpus_per_host)
+                .collect()
+        }
         PlacementSpec::List(v) => {
             if v.len() != n as usize {
                 return Err((

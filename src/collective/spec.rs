@@ -39,20 +39,25 @@ pub enum ProtocolSpec {
     Ll128,
 }
 
-/// Which GPU each rank is (`placement`): `packed`, `striped`, `random`, or a list of
-/// global GPU ids (server x gpus_per_host + gpu).
+/// Which GPU each rank is (`placement`): `packed`, `striped`, `random`,
+/// `random_servers` (whole servers drawn at random, as a scheduler that allocates nodes
+/// scattered over the leaves; ranks packed on each), a list of global GPU ids (server x
+/// gpus_per_host + gpu), or `{ servers: [...] }` (ranks packed on these servers, in this
+/// order).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlacementSpec {
     Packed,
     Striped,
     Random,
+    RandomServers,
     List(Vec<u32>),
+    Servers(Vec<u32>),
 }
 
 impl<'de> Deserialize<'de> for PlacementSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        const EXPECTED: &str = "`packed`, `striped`, `random` or a list of GPU ids";
+        const EXPECTED: &str = "`packed`, `striped`, `random`, `random_servers`, a list of GPU ids or `{ servers: [...] }`";
         impl<'de> Visitor<'de> for V {
             type Value = PlacementSpec;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -63,6 +68,7 @@ impl<'de> Deserialize<'de> for PlacementSpec {
                     "packed" => Ok(PlacementSpec::Packed),
                     "striped" => Ok(PlacementSpec::Striped),
                     "random" => Ok(PlacementSpec::Random),
+                    "random_servers" => Ok(PlacementSpec::RandomServers),
                     _ => Err(E::custom(format!(
                         "unknown placement `{s}`, expected {EXPECTED}"
                     ))),
@@ -74,6 +80,20 @@ impl<'de> Deserialize<'de> for PlacementSpec {
                     v.push(x);
                 }
                 Ok(PlacementSpec::List(v))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<PlacementSpec, A::Error> {
+                let mut servers = None;
+                while let Some(k) = m.next_key::<String>()? {
+                    if k != "servers" || servers.is_some() {
+                        return Err(de::Error::custom(format!(
+                            "unknown or repeated placement field `{k}`, expected `servers`"
+                        )));
+                    }
+                    servers = Some(m.next_value::<Vec<u32>>()?);
+                }
+                servers
+                    .map(PlacementSpec::Servers)
+                    .ok_or_else(|| de::Error::custom("expected `{ servers: [...] }`"))
             }
         }
         d.deserialize_any(V)

@@ -27,6 +27,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod training;
+pub use training::TrainingSpec;
+
 /// A whole scenario file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -347,6 +350,9 @@ pub struct CompareSpec {
     /// Changes every collective workload item for this set.
     #[serde(default)]
     pub collective: Option<CollectiveOverride>,
+    /// Changes every training workload item for this set.
+    #[serde(default)]
+    pub training: Option<training::TrainingOverride>,
     #[serde(flatten)]
     pub rc: RcSpec,
 }
@@ -630,6 +636,8 @@ pub enum WorkloadSpec {
     /// An NCCL-style collective over GPU ranks, optionally swept over sizes like
     /// nccl-tests.
     Collective(CollectiveSpec),
+    /// Training steps of a model over data, tensor, pipeline and expert parallelism.
+    Training(Box<TrainingSpec>),
 }
 
 const WORKLOAD_KINDS: &[&str] = &[
@@ -641,6 +649,7 @@ const WORKLOAD_KINDS: &[&str] = &[
     "stream",
     "ping_pong",
     "collective",
+    "training",
 ];
 
 impl<'de> Deserialize<'de> for WorkloadSpec {
@@ -668,6 +677,7 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
                     "stream" => WorkloadSpec::Stream(m.next_value()?),
                     "ping_pong" => WorkloadSpec::PingPong(m.next_value()?),
                     "collective" => WorkloadSpec::Collective(m.next_value()?),
+                    "training" => WorkloadSpec::Training(m.next_value()?),
                     other => return Err(de::Error::unknown_variant(other, WORKLOAD_KINDS)),
                 };
                 if let Some(extra) = m.next_key::<String>()? {

@@ -137,6 +137,11 @@ impl Sim {
             self.src.switch(rx - hosts)
         };
         if let Some((run, xfer)) = self.flows[flow as usize].coll {
+            if run >= super::training_glue::SEND_RUN_BASE {
+                let now = self.q.now();
+                self.train_send_landed(now, at, run - super::training_glue::SEND_RUN_BASE, xfer);
+                return;
+            }
             // A transfer split across queue pairs lands with its last part.
             if let Some(left) = self.parts_left.get_mut(&(run, xfer)) {
                 *left -= 1;

@@ -49,6 +49,7 @@ mod collective_glue;
 mod fabric;
 pub mod footprint;
 mod host_glue;
+mod training_glue;
 mod transport;
 pub use crate::components::host::{
     HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
@@ -328,6 +329,8 @@ pub struct RunOutput {
     pub host: Option<HostOutput>,
     /// One result per collective workload item.
     pub collectives: Vec<crate::collective::CollectiveResult>,
+    /// Per training item: its steps and their communication.
+    pub training: Vec<crate::training::TrainingResult>,
 }
 
 /// The numbering of event sources for the engine's tie order ([`crate::engine::Source`]):
@@ -438,6 +441,11 @@ pub struct Sim {
     /// is next free (by global GPU id).
     colls: Vec<crate::collective::CollectiveRun>,
     coll_out: Vec<crate::collective::Send>,
+    /// Training jobs, which job and group set owns each collective run, and scratch.
+    jobs: Vec<training_glue::JobGlue>,
+    coll_owner: Vec<Option<(u32, u32)>>,
+    train_out: Vec<crate::training::Action>,
+    todo_starts: Vec<u32>,
     gpu_link_free: Vec<SimTime>,
     gpus_per_server: u32,
     ideal_cache: HashMap<(u64, bool), SimDuration>,
@@ -583,9 +591,58 @@ impl Sim {
                 ));
             }
         }
+        // Training jobs: their ranks, a collective run per group, their start.
+        let mut coll_owner = vec![None; colls.len()];
+        let mut jobs = Vec::new();
+        let net_gbps = sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
+            * topo.host_link.rate.0 as f64
+            / 8e9;
+        for (i, w) in sc.workload.iter().enumerate() {
+            if let crate::workload::Workload::Training(t) = w {
+                let ranks = crate::collective::place_on(
+                    &t.placement_collective(),
+                    sc.host.as_ref(),
+                    topo.hosts(),
+                    sc.seed,
+                    i,
+                )
+                .expect("placement checked by validation");
+                let job = jobs.len() as u32;
+                q.schedule(
+                    SimTime(t.start.0),
+                    Sources::WORKLOAD,
+                    Event::TrainStart { job },
+                );
+                let leaf_of = |port| topo.leaf_of(port);
+                jobs.push(training_glue::build_job(
+                    t,
+                    i as u16,
+                    ranks,
+                    &mut colls,
+                    &mut coll_owner,
+                    job,
+                    &training_glue::JobEnv {
+                        leaf_of: &leaf_of,
+                        leaves: topo.leaves,
+                        spines: topo.spines,
+                        net_gbps,
+                    },
+                ));
+            }
+        }
+        // Pipeline sends' connections come after every collective run's.
+        let base =
+            1 + colls.len() as u32 * 64 * crate::collective::defaults::MAX_QPS_PER_CONNECTION;
+        for (j, g) in jobs.iter_mut().enumerate() {
+            g.conn_base = base + j as u32 * 2048;
+        }
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
         Sim {
+            jobs,
+            coll_owner,
+            train_out: Vec::new(),
+            todo_starts: Vec::new(),
             colls,
             coll_out: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
@@ -729,7 +786,8 @@ impl Sim {
                     self.sample(now);
                     // Sampling never keeps a finished run alive, nor extends it.
                     let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
-                        || self.colls.iter().any(|c| !c.is_done());
+                        || self.colls.iter().any(|c| !c.is_done())
+                        || self.jobs.iter().any(|j| !j.run.is_done());
                     if work_left && !self.q.is_empty() {
                         let iv = self
                             .sc
@@ -757,7 +815,15 @@ impl Sim {
                     true
                 }
                 Event::CollWake { run } => {
-                    self.coll_step(now, run, CollInput::Wake);
+                    self.coll_step_owned(now, run, CollInput::Wake);
+                    true
+                }
+                Event::TrainStart { job } => {
+                    self.train_step(now, job, |r, out| r.start(now, out));
+                    true
+                }
+                Event::TrainWake { job } => {
+                    self.on_train_wake(now, job);
                     true
                 }
                 Event::CollArrive { run, xfer } => {
@@ -767,7 +833,7 @@ impl Sim {
                     true
                 }
                 Event::CollDone { run, xfer } => {
-                    self.coll_step(now, run, CollInput::Done(xfer));
+                    self.coll_step_owned(now, run, CollInput::Done(xfer));
                     true
                 }
             };
@@ -793,7 +859,8 @@ impl Sim {
             && !livelock
             && out_of_memory.is_none()
             && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
-                || self.colls.iter().any(|c| !c.is_done()));
+                || self.colls.iter().any(|c| !c.is_done())
+                || self.jobs.iter().any(|j| !j.run.is_done()));
         RunOutput {
             events: self.q.events_processed(),
             peak_packets_in_flight: self.pool.peak_live(),
@@ -814,7 +881,14 @@ impl Sim {
             samples: self.samples,
             wall_seconds: wall.elapsed().as_secs_f64(),
             host: self.hostm.map(HostPipeline::into_output),
-            collectives: self.colls.iter().map(|c| c.result()).collect(),
+            collectives: self
+                .colls
+                .iter()
+                .zip(&self.coll_owner)
+                .filter(|(_, o)| o.is_none())
+                .map(|(c, _)| c.result())
+                .collect(),
+            training: self.jobs.iter().map(|j| j.run.result()).collect(),
         }
     }
 

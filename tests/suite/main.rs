@@ -32,4 +32,5 @@ mod robustness;
 mod shapes;
 mod sweep;
 mod swift;
+mod training;
 mod validation;

@@ -179,10 +179,13 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
 pub fn default_channels(workload: &mut [Workload], host: Option<&HostConfig>) {
     let nics = host.map_or(1, |h| h.nics_per_host);
     for w in workload {
-        if let Workload::Collective(c) = w {
-            if !c.channels_given {
-                c.channels = (2 * nics).clamp(cd::CHANNELS, 64);
-            }
+        let c = match w {
+            Workload::Collective(c) => c.as_mut(),
+            Workload::Training(t) => &mut t.collective,
+            _ => continue,
+        };
+        if !c.channels_given {
+            c.channels = (2 * nics).clamp(cd::CHANNELS, 64);
         }
     }
 }
@@ -379,22 +382,44 @@ pub fn check_all(
     env: &ScenarioEnv,
 ) -> VResult<()> {
     let read = matches!(env.transport, Transport::Rc(rc) if rc.operation == Op::Read);
+    let mut owner: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for (i, w) in workload.iter().enumerate() {
-        if let Workload::Collective(c) = w {
-            check_collective_env(
-                c,
-                &CollectiveEnv {
-                    host: env.host,
-                    topology: env.topology,
-                    seed: env.seed,
-                    item: i,
-                    lossless: env.flow_control.lossless(),
-                    read,
-                    raw: *env.transport == Transport::Raw,
-                    faults: env.faults.any(),
-                },
-            )
-            .map_err(|(p, m)| (format!("{}.{p}", at(i)), m))?;
+        let (kind, c) = match w {
+            Workload::Collective(c) => ("collective", c.as_ref().clone()),
+            Workload::Training(t) => ("training", t.placement_collective()),
+            _ => continue,
+        };
+        check_collective_env(
+            &c,
+            &CollectiveEnv {
+                host: env.host,
+                topology: env.topology,
+                seed: env.seed,
+                item: i,
+                lossless: env.flow_control.lossless(),
+                read,
+                raw: *env.transport == Transport::Raw,
+                faults: env.faults.any(),
+            },
+        )
+        .map_err(|(p, m)| (format!("{}.{kind}.{p}", at(i)), m))?;
+        // Training jobs own their GPUs: two on one GPU would share its compute, which
+        // the model does not divide.
+        if kind == "training" {
+            let ranks =
+                crate::collective::place_on(&c, env.host, env.topology.hosts(), env.seed, i)
+                    .map_err(|(p, m)| (format!("{}.{kind}.{p}", at(i)), m))?;
+            let gpus = env.host.map_or(1, |h| h.gpus_per_host);
+            for r in ranks {
+                let g = r.server * gpus + r.gpu;
+                if let Some(&j) = owner.get(&g) {
+                    return Err((
+                        format!("{}.training.placement", at(i)),
+                        format!("GPU {g} (server {}, GPU {}) is already workload[{j}]'s: training jobs need GPUs of their own (place them on other servers, e.g. `placement: {{ servers: [...] }}`)", r.server, r.gpu),
+                    ));
+                }
+                owner.insert(g, i);
+            }
         }
     }
     Ok(())

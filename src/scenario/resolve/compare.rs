@@ -63,6 +63,24 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
                 ),
             );
         }
+        let has = |kind: &str| {
+            f.workload.iter().any(|w| match w {
+                WorkloadSpec::Collective(_) => kind == "collective",
+                WorkloadSpec::Training(_) => kind == "training",
+                _ => false,
+            })
+        };
+        for (given, kind) in [
+            (c.collective.is_some(), "collective"),
+            (c.training.is_some(), "training"),
+        ] {
+            if given && !has(kind) {
+                return err(
+                    format!("compare[{i}].{kind}"),
+                    format!("the scenario's workload has no `{kind}` item for this to change"),
+                );
+            }
+        }
         let (doc, renames) = set_document(&base, c, i);
         // A merged host section may switch to polling without clearing `moderation`.
         let s = super::resolve_document(&doc, stem, base_dir, false)
@@ -80,7 +98,7 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
             cc: s.cc,
             ecn: s.ecn,
             host: s.host,
-            workload: c.collective.as_ref().map(|_| s.workload),
+            workload: (c.collective.is_some() || c.training.is_some()).then_some(s.workload),
         });
     }
     Ok(compare)
@@ -142,6 +160,27 @@ fn set_document(
                 format!("workload[{j}].collective"),
                 format!("{set}.collective"),
             ));
+        }
+        if let WorkloadSpec::Training(_) = item {
+            renames.push((format!("workload[{j}].training"), format!("{set}.training")));
+        }
+    }
+    if let Some(o) = &c.training {
+        for item in doc.workload.iter_mut() {
+            if let WorkloadSpec::Training(s) = item {
+                if o.placement.is_some() {
+                    s.placement = o.placement.clone();
+                }
+                if o.microbatches.is_some() {
+                    s.microbatches = o.microbatches;
+                }
+                if o.channels.is_some() {
+                    s.channels = o.channels;
+                }
+                if o.qps_per_connection.is_some() {
+                    s.qps_per_connection = o.qps_per_connection;
+                }
+            }
         }
     }
     if let Some(o) = &c.collective {

@@ -17,6 +17,7 @@ pub mod routing;
 pub mod switch;
 pub mod timeseries;
 pub mod topology;
+pub mod training;
 pub mod transport;
 pub mod workload;
 
@@ -194,7 +195,7 @@ pub fn resolve_document(
     // no retransmission here).
     collective::check_all(
         &workload,
-        |i| format!("workload[{i}].collective"),
+        |i| format!("workload[{i}]"),
         &collective::ScenarioEnv {
             host: host.as_ref(),
             topology: &topology,

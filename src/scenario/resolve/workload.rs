@@ -72,6 +72,7 @@ pub fn resolve(
             WorkloadSpec::Stream(s) => ("stream", s.posting),
             WorkloadSpec::PingPong(s) => ("ping_pong", s.posting),
             WorkloadSpec::Collective(_) => ("collective", None),
+            WorkloadSpec::Training(_) => ("training", None),
         };
         workload_posting.push((format!("workload[{i}].{kind}.posting"), posting));
         let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
@@ -191,6 +192,7 @@ pub fn resolve(
                 }
             }
             WorkloadSpec::Collective(s) => super::collective::resolve_item(i, s, mtu)?,
+            WorkloadSpec::Training(s) => super::training::resolve_item(i, s)?,
             WorkloadSpec::PingPong(s) => {
                 let [a, b] = s.hosts;
                 host_check(format!("workload[{i}].ping_pong.hosts[0]"), a)?;

@@ -1,0 +1,159 @@
+//! `workload[].training`: a training job's model, parallelism, batch and GPU.
+
+use super::{Duration, PlacementSpec};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSpec {
+    /// A named shape (`llama3-8b`, `llama3-70b`, `mixtral-8x7b`, `gpt3-175b`) or
+    /// `{ preset, layers, hidden, ... }`.
+    pub model: ModelSpec,
+    pub parallelism: ParallelismSpec,
+    /// Microbatches per step per pipeline (gradient accumulation); default 1.
+    #[serde(default)]
+    pub microbatches: Option<u32>,
+    /// Sequences per microbatch; default 1.
+    #[serde(default)]
+    pub microbatch_size: Option<u32>,
+    /// Tokens per sequence; default 4096.
+    #[serde(default)]
+    pub sequence_length: Option<u64>,
+    /// The GPU's compute: `{ peak_tflops, efficiency }`; default H100 SXM BF16 (989.4)
+    /// at 0.5.
+    #[serde(default)]
+    pub gpu: Option<GpuSpec>,
+    /// Parameters per data-parallel gradient bucket; default max(40 M, 1 M x dp)
+    /// (Megatron-LM).
+    #[serde(default)]
+    pub bucket_params: Option<u64>,
+    /// Steps to run; default 1.
+    #[serde(default)]
+    pub steps: Option<u32>,
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
+    #[serde(default)]
+    pub start: Option<Duration>,
+    /// Parallel rings or trees per collective; default two per NIC of a server.
+    #[serde(default)]
+    pub channels: Option<u32>,
+    /// Queue pairs per connection (`NCCL_IB_QPS_PER_CONNECTION`); default 1.
+    #[serde(default)]
+    pub qps_per_connection: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelismSpec {
+    #[serde(default)]
+    pub dp: Option<u32>,
+    #[serde(default)]
+    pub tp: Option<u32>,
+    #[serde(default)]
+    pub pp: Option<u32>,
+    #[serde(default)]
+    pub ep: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    #[serde(default)]
+    pub peak_tflops: Option<f64>,
+    #[serde(default)]
+    pub efficiency: Option<f64>,
+}
+
+/// A model: a preset's name, or a shape (a preset's with changes, or every field).
+#[derive(Debug, Clone, Default)]
+pub struct ModelSpec {
+    pub preset: Option<String>,
+    pub layers: Option<u32>,
+    pub hidden: Option<u64>,
+    pub ffn_hidden: Option<u64>,
+    pub heads: Option<u32>,
+    pub kv_heads: Option<u32>,
+    pub vocab: Option<u64>,
+    pub gated_mlp: Option<bool>,
+    pub experts: Option<u32>,
+    pub top_k: Option<u32>,
+}
+
+/// The fields a shape needs when it names no preset.
+pub const MODEL_FIELDS: &str =
+    "layers, hidden, ffn_hidden, heads, kv_heads, vocab, gated_mlp, experts, top_k";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelMapSpec {
+    #[serde(default)]
+    preset: Option<String>,
+    #[serde(default)]
+    layers: Option<u32>,
+    #[serde(default)]
+    hidden: Option<u64>,
+    #[serde(default)]
+    ffn_hidden: Option<u64>,
+    #[serde(default)]
+    heads: Option<u32>,
+    #[serde(default)]
+    kv_heads: Option<u32>,
+    #[serde(default)]
+    vocab: Option<u64>,
+    #[serde(default)]
+    gated_mlp: Option<bool>,
+    #[serde(default)]
+    experts: Option<u32>,
+    #[serde(default)]
+    top_k: Option<u32>,
+}
+
+impl<'de> Deserialize<'de> for ModelSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ModelSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "a model name or `{{ preset, {MODEL_FIELDS} }}`")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ModelSpec, E> {
+                Ok(ModelSpec {
+                    preset: Some(s.to_string()),
+                    ..ModelSpec::default()
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ModelSpec, A::Error> {
+                let f = ModelMapSpec::deserialize(de::value::MapAccessDeserializer::new(m))?;
+                Ok(ModelSpec {
+                    preset: f.preset,
+                    layers: f.layers,
+                    hidden: f.hidden,
+                    ffn_hidden: f.ffn_hidden,
+                    heads: f.heads,
+                    kv_heads: f.kv_heads,
+                    vocab: f.vocab,
+                    gated_mlp: f.gated_mlp,
+                    experts: f.experts,
+                    top_k: f.top_k,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What a compare set may change in the scenario's training items.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingOverride {
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
+    #[serde(default)]
+    pub microbatches: Option<u32>,
+    #[serde(default)]
+    pub channels: Option<u32>,
+    #[serde(default)]
+    pub qps_per_connection: Option<u32>,
+}
