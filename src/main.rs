@@ -10,9 +10,6 @@ use doorbell::sim::footprint;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-mod cli_progress;
-use cli_progress::{clear_progress, show_progress};
-
 /// `print!` that ignores a closed stdout (`doorbell validate X | head -1`): a reader that
 /// stopped reading is not an error, and the results are in files anyway. `print!` would
 /// panic there (exit 101).
@@ -30,6 +27,10 @@ macro_rules! outln {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
+
+mod cli_progress;
+mod cli_validate;
+use cli_progress::{clear_progress, show_progress};
 
 #[derive(Parser)]
 #[command(
@@ -133,6 +134,16 @@ enum Cmd {
         #[arg(long = "set", value_name = "PATH=VALUE")]
         set: Vec<String>,
     },
+    /// Write the first training item's step as a doorbell training trace (JSON), to
+    /// replay with `workload: - trace: { file }` or edit.
+    Trace {
+        scenario: PathBuf,
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        set: Vec<String>,
+        /// The trace file to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn default_out(scenario: &Path) -> PathBuf {
@@ -158,67 +169,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Validate { scenario, set } => {
-            match scenario::load(&scenario, &Overrides { seed: None, set }) {
-                Ok(sc) => {
-                    outln!(
-                        "{}: ok ({} workload items)",
-                        scenario.display(),
-                        sc.workload.len()
-                    );
-                    out!("{}", describe_fabric(&sc));
-                    let (f, runs) = footprint_of(&sc);
-                    outln!(
-                        "memory   at least {} ({:.0} flows, {:.0} queue pairs){}",
-                        footprint::human(f.bytes_at_least()),
-                        f.flows,
-                        f.queue_pairs,
-                        if f.transfers > 0.0 {
-                            format!(
-                                "; collectives up to {} more ({:.0} transfers at most)",
-                                footprint::human(f.bytes_at_most() - f.bytes_at_least()),
-                                f.transfers
-                            )
-                        } else {
-                            String::new()
-                        }
-                    );
-                    let w = footprint::work(&sc);
-                    let secs = w.events / footprint::EVENTS_PER_SECOND;
-                    outln!(
-                        "work     about {} of payload, {:.2e} packets, {:.2e} events (within a factor of about 3): {} of wall time per run at {:.0} M events/s",
-                        footprint::human(w.payload_bytes),
-                        w.packets,
-                        w.events,
-                        if secs < 1.0 {
-                            "under a second".to_string()
-                        } else {
-                            format!(
-                                "roughly {}",
-                                indicatif::HumanDuration(std::time::Duration::from_secs_f64(
-                                    secs.min(1e9)
-                                ))
-                            )
-                        },
-                        footprint::EVENTS_PER_SECOND / 1e6
-                    );
-                    if w.events > footprint::LARGE_RUN_EVENTS {
-                        eprintln!(
-                            "warning: a large run (about {:.1e} events): shorten it (`duration`, Poisson `until`, fewer iterations or sizes) or run it on a big machine",
-                            w.events
-                        );
-                    }
-                    match preflight(f, runs) {
-                        Ok(()) => ExitCode::SUCCESS,
-                        Err(code) => code,
-                    }
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
+        Cmd::Validate { scenario, set } => cli_validate::validate_cmd(&scenario, set),
+        Cmd::Trace { scenario, set, out } => cli_validate::trace_cmd(&scenario, set, &out),
         Cmd::Sweep {
             scenario,
             out,

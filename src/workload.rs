@@ -168,8 +168,7 @@ impl Workload {
             Workload::AllToAll { .. } => h * (h - 1.0),
             Workload::Stream { count, .. } => *count as f64,
             Workload::PingPong { iterations, .. } => 2.0 * *iterations as f64,
-            // Upper bound: every chunk of every collective a transfer.
-            Workload::Training(t) => t.bytes_estimate() / t.collective.chunk as f64,
+            Workload::Training(t) => t.transfers_estimate(),
             Workload::Collective(c) => {
                 // Upper bound: every rank sends 2(n - 1) pieces per loop per channel.
                 let n = h.max(2.0);

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub mod training;
-pub use training::TrainingSpec;
+pub use training::{TraceSpec, TrainingSpec};
 
 /// A whole scenario file.
 #[derive(Debug, Clone, Deserialize)]
@@ -638,6 +638,8 @@ pub enum WorkloadSpec {
     Collective(CollectiveSpec),
     /// Training steps of a model over data, tensor, pipeline and expert parallelism.
     Training(Box<TrainingSpec>),
+    /// A training trace replayed: doorbell's JSON, or a SimAI workload file.
+    Trace(TraceSpec),
 }
 
 const WORKLOAD_KINDS: &[&str] = &[
@@ -650,6 +652,7 @@ const WORKLOAD_KINDS: &[&str] = &[
     "ping_pong",
     "collective",
     "training",
+    "trace",
 ];
 
 impl<'de> Deserialize<'de> for WorkloadSpec {
@@ -678,6 +681,7 @@ impl<'de> Deserialize<'de> for WorkloadSpec {
                     "ping_pong" => WorkloadSpec::PingPong(m.next_value()?),
                     "collective" => WorkloadSpec::Collective(m.next_value()?),
                     "training" => WorkloadSpec::Training(m.next_value()?),
+                    "trace" => WorkloadSpec::Trace(m.next_value()?),
                     other => return Err(de::Error::unknown_variant(other, WORKLOAD_KINDS)),
                 };
                 if let Some(extra) = m.next_key::<String>()? {

@@ -141,6 +141,7 @@ pub fn estimate(sc: &Scenario) -> Footprint {
                     .map(|&s| ring_transfers(c, n, s) * ops)
                     .sum::<f64>();
             }
+            Workload::Training(t) => f.transfers += t.transfers_estimate(),
             // Point-to-point items: the flows they expand to (Poisson: expected).
             other => f.flows += other.expected_flows(sc.topology.hosts(), rate),
         }

@@ -633,8 +633,10 @@ impl Sim {
         // Pipeline sends' connections come after every collective run's.
         let base =
             1 + colls.len() as u32 * 64 * crate::collective::defaults::MAX_QPS_PER_CONNECTION;
-        for (j, g) in jobs.iter_mut().enumerate() {
-            g.conn_base = base + j as u32 * 2048;
+        let mut next = base;
+        for g in jobs.iter_mut() {
+            g.conn_base = next;
+            next += g.run.graph.pairs.len() as u32;
         }
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);

@@ -164,25 +164,20 @@ impl Sim {
         }
     }
 
-    /// Stage `from`'s ranks send to stage `to`'s: one message per (data, tensor) index.
+    /// Send task `task`: one message per rank pair of its list.
     fn pipeline_send(&mut self, now: SimTime, job: u32, task: u32) {
         let g = &self.jobs[job as usize];
-        let TaskKind::Send { from, to, bytes } = g.run.graph.tasks[task as usize].kind else {
+        let TaskKind::Send { pairs, bytes } = g.run.graph.tasks[task as usize].kind else {
             unreachable!("a send task")
         };
-        let c = &g.run.cfg;
-        let (tp, dp) = (c.tp, c.dp);
         let workload = g.run.workload;
-        let intra_rate = c.collective.intra_rate;
-        let conn = g.conn_base + 2 * from.min(to) + u32::from(to < from);
-        let mut pairs = Vec::with_capacity((tp * dp) as usize);
-        for d in 0..dp {
-            for t in 0..tp {
-                let a = g.ranks[crate::training::graph::rank(c, t, d, from) as usize];
-                let b = g.ranks[crate::training::graph::rank(c, t, d, to) as usize];
-                pairs.push((a, b));
-            }
-        }
+        let intra_rate = g.run.cfg.collective.intra_rate;
+        // One connection per pair list (each direction between two stages has its own).
+        let conn = g.conn_base + pairs;
+        let pairs: Vec<(RankLoc, RankLoc)> = g.run.graph.pairs[pairs as usize]
+            .iter()
+            .map(|&(a, b)| (g.ranks[a as usize], g.ranks[b as usize]))
+            .collect();
         let mut flows = 0;
         for (a, b) in pairs {
             if a.server == b.server {

@@ -39,24 +39,34 @@ pub enum CommClass {
     DpAllreduce,
     /// Expert-data-parallel gradient all-reduce of one bucket of expert parameters.
     ExpertDpAllreduce,
+    /// A trace's collective of no stated class.
+    Other,
 }
 
 impl CommClass {
-    pub const ALL: [CommClass; 5] = [
+    pub const ALL: [CommClass; 6] = [
         CommClass::TpAllreduce,
         CommClass::EpAlltoall,
         CommClass::PpSend,
         CommClass::DpAllreduce,
         CommClass::ExpertDpAllreduce,
+        CommClass::Other,
     ];
+    /// Its name in reports and traces: the group it runs over (a trace's collectives
+    /// over a tensor-parallel group may be all-gathers as well as all-reduces).
     pub fn name(self) -> &'static str {
         match self {
-            CommClass::TpAllreduce => "tp_allreduce",
-            CommClass::EpAlltoall => "ep_alltoall",
+            CommClass::TpAllreduce => "tp",
+            CommClass::EpAlltoall => "ep",
             CommClass::PpSend => "pp_send",
-            CommClass::DpAllreduce => "dp_allreduce",
-            CommClass::ExpertDpAllreduce => "expert_dp_allreduce",
+            CommClass::DpAllreduce => "dp",
+            CommClass::ExpertDpAllreduce => "expert_dp",
+            CommClass::Other => "other",
         }
+    }
+
+    pub fn from_name(s: &str) -> Option<CommClass> {
+        CommClass::ALL.into_iter().find(|c| c.name() == s)
     }
 }
 
@@ -67,9 +77,10 @@ pub enum TaskKind {
     Compute(SimDuration),
     /// Every group of set `set` runs its next collective (the set's next size).
     Collective { set: u32 },
-    /// Stage `from` sends `bytes` to stage `to` from each of its ranks to the rank with
-    /// the same data- and tensor-parallel index.
-    Send { from: u32, to: u32, bytes: u64 },
+    /// Each (sender, receiver) rank pair of list `pairs` (`StepGraph::pairs`) sends
+    /// `bytes` (a pipeline stage's ranks to the next stage's with the same data- and
+    /// tensor-parallel index).
+    Send { pairs: u32, bytes: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,7 +104,7 @@ pub struct GroupSet {
 }
 
 /// A whole run's tasks (every step) and the sets their collectives use.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepGraph {
     pub tasks: Vec<Task>,
     /// Dependencies as edges (before, after).
@@ -101,8 +112,10 @@ pub struct StepGraph {
     pub sets: Vec<GroupSet>,
     pub ranks: u32,
     pub steps: u32,
-    /// Per stage: compute time in one step.
+    /// Per stage (a compute lane): compute time in one step.
     pub stage_compute: Vec<SimDuration>,
+    /// Rank pairs of the sends.
+    pub pairs: Vec<Vec<(u32, u32)>>,
 }
 
 /// Rank of tensor index `t`, data index `d`, stage `s`.
@@ -408,11 +421,14 @@ pub fn build(c: &TrainingConfig) -> StepGraph {
         // Sends between stages: activations forward, their gradients back.
         let send = (act / tp as u64).max(1);
         for s in 0..pp.saturating_sub(1) {
+            let (up, down) = (
+                stage_pairs(&mut b.g, c, s, s + 1),
+                stage_pairs(&mut b.g, c, s + 1, s),
+            );
             for i in 0..mbs as usize {
                 let t = b.task(
                     TaskKind::Send {
-                        from: s,
-                        to: s + 1,
+                        pairs: up,
                         bytes: send,
                     },
                     s,
@@ -422,8 +438,7 @@ pub fn build(c: &TrainingConfig) -> StepGraph {
                 b.g.edges.push((t, fwd[s as usize + 1][i].0));
                 let t = b.task(
                     TaskKind::Send {
-                        from: s + 1,
-                        to: s,
+                        pairs: down,
                         bytes: send,
                     },
                     s + 1,
@@ -447,6 +462,18 @@ pub fn build(c: &TrainingConfig) -> StepGraph {
         *d = SimDuration(d.0 / c.steps.max(1) as u64);
     }
     b.g
+}
+
+/// The pair list of stage `from`'s ranks sending to stage `to`'s (made once).
+fn stage_pairs(g: &mut StepGraph, c: &TrainingConfig, from: u32, to: u32) -> u32 {
+    let list: Vec<(u32, u32)> = (0..c.dp)
+        .flat_map(|d| (0..c.tp).map(move |t| (rank(c, t, d, from), rank(c, t, d, to))))
+        .collect();
+    if let Some(i) = g.pairs.iter().position(|p| *p == list) {
+        return i as u32;
+    }
+    g.pairs.push(list);
+    g.pairs.len() as u32 - 1
 }
 
 impl StepGraph {

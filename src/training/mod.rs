@@ -19,6 +19,7 @@
 pub mod graph;
 pub mod model;
 pub mod summary;
+pub mod trace;
 
 use crate::units::{SimDuration, SimTime};
 use graph::{CommClass, StepGraph, TaskKind};
@@ -68,6 +69,9 @@ pub struct TrainingConfig {
     pub collective: crate::collective::Collective,
     pub placement: crate::collective::PlacementSpec,
     pub start: SimDuration,
+    /// A trace replayed instead of the model's step (`trace`): its graph, name and
+    /// stated parallelism; `dp` is then its rank count and `tp`, `pp`, `ep` are 1.
+    pub trace: Option<std::sync::Arc<trace::Trace>>,
 }
 
 impl TrainingConfig {
@@ -75,22 +79,53 @@ impl TrainingConfig {
         self.tp * self.pp * self.dp
     }
 
-    /// Bytes every rank sends in all, over every step (an estimate for validation's
-    /// cost check): its gradients twice (a ring all-reduce), its layers' tensor-parallel
-    /// all-reduces twice each, all-to-alls and pipeline sends once.
+    /// The step graph: the trace's, or the model's.
+    pub fn graph(&self) -> StepGraph {
+        match &self.trace {
+            Some(t) => t.graph.clone(),
+            None => graph::build(self),
+        }
+    }
+
+    /// Bytes the job puts on the network over every step, all ranks (an estimate for
+    /// validation's cost check): each rank's gradients twice (a ring all-reduce), its
+    /// all-to-alls and pipeline sends once; tensor parallelism is taken to stay inside
+    /// servers (NVLink).
     pub fn bytes_estimate(&self) -> f64 {
+        if let Some(t) = &self.trace {
+            let g = &t.graph;
+            let coll: f64 = g
+                .sets
+                .iter()
+                .map(|s| {
+                    let per = if s.op == crate::collective::CollectiveOp::Allreduce {
+                        2.0
+                    } else {
+                        1.0
+                    };
+                    let ranks: usize = s.groups.iter().map(|x| x.len()).sum();
+                    per * ranks as f64 * s.sizes.iter().sum::<u64>() as f64
+                })
+                .sum();
+            let sends: f64 = g
+                .tasks
+                .iter()
+                .filter_map(|t| match t.kind {
+                    TaskKind::Send { pairs, bytes } => {
+                        Some(g.pairs[pairs as usize].len() as f64 * bytes as f64)
+                    }
+                    _ => None,
+                })
+                .sum();
+            return coll + sends;
+        }
         let m = &self.model;
         let tokens = (self.microbatch_size as u64 * self.sequence_length) as f64;
         let act = tokens * m.hidden as f64 * self.activation_bytes as f64;
         let layers = (m.layers / self.pp) as f64;
         let per_rank_params = m.params() as f64 / (self.tp * self.pp) as f64;
         let mb = self.microbatches as f64;
-        let tp = if self.tp > 1 {
-            2.0 * 4.0 * layers * act
-        } else {
-            0.0
-        };
-        let ep = if m.is_moe() {
+        let ep = if m.is_moe() && self.ep > 1 {
             4.0 * layers * act * m.top_k as f64 / self.tp as f64
         } else {
             0.0
@@ -105,7 +140,13 @@ impl TrainingConfig {
         } else {
             0.0
         };
-        self.steps as f64 * self.ranks() as f64 * (dp + mb * (tp + ep + pp))
+        self.steps as f64 * self.ranks() as f64 * (dp + mb * (ep + pp))
+    }
+
+    /// Network transfers the job makes over the run (an estimate: pieces of about a
+    /// quarter of NCCL's Simple buffer step).
+    pub fn transfers_estimate(&self) -> f64 {
+        self.bytes_estimate() / (128.0 * 1024.0)
     }
 
     /// A collective over every rank of the job, to place them (`collective::place_on`).
@@ -142,6 +183,8 @@ pub struct TrainingResult {
     pub model: String,
     pub parallelism: [u32; 4],
     pub microbatches: u32,
+    /// Ranks (GPUs) of the job.
+    pub ranks: u32,
     /// Per finished step: its time, and its time had communication taken none, ps.
     pub step_ps: Vec<u64>,
     pub no_comm_step_ps: Vec<u64>,
@@ -174,10 +217,11 @@ pub struct TrainingRun {
 
 impl TrainingRun {
     pub fn new(cfg: &TrainingConfig, workload: u16) -> TrainingRun {
-        let graph = graph::build(cfg);
+        let graph = cfg.graph();
         let (succ, deps_left) = graph.adjacency();
         let n = graph.tasks.len();
-        let mut step_left = vec![0u32; cfg.steps as usize];
+        let steps = graph.steps.max(1);
+        let mut step_left = vec![0u32; steps as usize];
         for t in &graph.tasks {
             step_left[t.step as usize] += 1;
         }
@@ -195,7 +239,7 @@ impl TrainingRun {
             finished: vec![SimTime::MAX; n],
             done: 0,
             start: SimTime::ZERO,
-            step_end: vec![SimTime::ZERO; cfg.steps as usize],
+            step_end: vec![SimTime::ZERO; steps as usize],
             step_left,
         }
     }
@@ -337,11 +381,20 @@ impl TrainingRun {
                 classes.push((c, s));
             }
         }
+        let (model, parallelism, microbatches) = match &self.cfg.trace {
+            Some(t) => (t.name.clone(), t.parallelism, t.microbatches),
+            None => (
+                self.cfg.model.name.clone(),
+                [self.cfg.dp, self.cfg.tp, self.cfg.pp, self.cfg.ep],
+                self.cfg.microbatches,
+            ),
+        };
         TrainingResult {
             workload: self.workload,
-            model: self.cfg.model.name.clone(),
-            parallelism: [self.cfg.dp, self.cfg.tp, self.cfg.pp, self.cfg.ep],
-            microbatches: self.cfg.microbatches,
+            model,
+            parallelism,
+            microbatches,
+            ranks: self.graph.ranks,
             step_ps,
             no_comm_step_ps,
             compute_ps: self
@@ -352,10 +405,56 @@ impl TrainingRun {
                 .max()
                 .unwrap_or(0),
             classes,
-            steps: self.cfg.steps,
+            steps: self.graph.steps,
             complete: self.is_done(),
         }
     }
+}
+
+/// A model with no embedding (so every stage computes the same) and round numbers.
+#[cfg(test)]
+pub(crate) fn toy(layers: u32) -> ModelShape {
+    ModelShape {
+        name: "toy".into(),
+        layers,
+        hidden: 1024,
+        ffn_hidden: 4096,
+        heads: 8,
+        kv_heads: 8,
+        vocab: 0,
+        gated_mlp: false,
+        experts: 1,
+        top_k: 1,
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn test_config(model: ModelShape, tp: u32, pp: u32, dp: u32, m: u32) -> TrainingConfig {
+    TrainingConfig {
+        model,
+        tp,
+        pp,
+        dp,
+        ep: 1,
+        microbatches: m,
+        microbatch_size: 1,
+        sequence_length: 1024,
+        peak_flops: 1e15,
+        efficiency: 0.5,
+        activation_bytes: 2,
+        grad_bytes: 2,
+        bucket_params: u64::MAX,
+        steps: 1,
+        collective: crate::collective::Collective::template(),
+        placement: crate::collective::PlacementSpec::Packed,
+        start: SimDuration::ZERO,
+        trace: None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn tests_config() -> TrainingConfig {
+    test_config(toy(4), 1, 1, 1, 1)
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub fn summarize(r: &TrainingResult) -> TrainingSummary {
         tp: r.parallelism[1],
         pp: r.parallelism[2],
         ep: r.parallelism[3],
-        gpus: r.parallelism[0] * r.parallelism[1] * r.parallelism[2],
+        gpus: r.ranks,
         microbatches: r.microbatches,
         steps: r.steps,
         steps_finished: n as u32,

@@ -2,47 +2,10 @@
 //! collective and send takes a fixed time.
 
 use super::graph::{CommClass, TaskKind};
-use super::model::ModelShape;
 use super::*;
 use crate::units::SimDuration;
 
-/// A model with no embedding (so every stage computes the same) and round numbers.
-fn toy(layers: u32) -> ModelShape {
-    ModelShape {
-        name: "toy".into(),
-        layers,
-        hidden: 1024,
-        ffn_hidden: 4096,
-        heads: 8,
-        kv_heads: 8,
-        vocab: 0,
-        gated_mlp: false,
-        experts: 1,
-        top_k: 1,
-    }
-}
-
-fn config(model: ModelShape, tp: u32, pp: u32, dp: u32, m: u32) -> TrainingConfig {
-    TrainingConfig {
-        model,
-        tp,
-        pp,
-        dp,
-        ep: 1,
-        microbatches: m,
-        microbatch_size: 1,
-        sequence_length: 1024,
-        peak_flops: 1e15,
-        efficiency: 0.5,
-        activation_bytes: 2,
-        grad_bytes: 2,
-        bucket_params: u64::MAX,
-        steps: 1,
-        collective: crate::collective::Collective::template(),
-        placement: crate::collective::PlacementSpec::Packed,
-        start: SimDuration::ZERO,
-    }
-}
+use super::{test_config as config, toy};
 
 /// Runs `c` with every collective taking `coll` and every send `send`; returns the
 /// result and the collectives each set ran.
@@ -253,4 +216,27 @@ fn steps_follow_each_other() {
     assert_eq!(two.step_ps.len(), 2);
     assert_eq!(two.step_ps[0], one.step_ps[0]);
     assert_eq!(two.step_ps[1], one.step_ps[0]);
+}
+
+/// A trace written from a job and read back runs as the job: here a mixture of experts
+/// whose expert-parallel groups hold the same ranks as its data-parallel ones (ep = dp),
+/// on communicators of their own (a gradient reduction does not wait for an all-to-all).
+#[test]
+fn a_written_trace_runs_as_its_job() {
+    let mut m = toy(4);
+    m.experts = 4;
+    m.top_k = 2;
+    let mut c = config(m, 2, 2, 4, 3);
+    c.ep = 4;
+    c.bucket_params = 4_000_000;
+    let text = super::trace::write_native(&super::graph::build(&c), "moe", [4, 2, 2, 4], 3);
+    let mut replay = c.clone();
+    replay.trace = Some(std::sync::Arc::new(super::trace::read(&text, 1).unwrap()));
+    for (coll, send) in [(3, 5), (400, 1), (50, 300)] {
+        let (coll, send) = (SimDuration::from_us(coll), SimDuration::from_us(send));
+        let (a, _) = drive(&c, coll, send);
+        let (b, _) = drive(&replay, coll, send);
+        assert_eq!(a.step_ps, b.step_ps);
+        assert_eq!(a.classes, b.classes);
+    }
 }

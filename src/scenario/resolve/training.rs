@@ -2,7 +2,7 @@
 //! checks that need the rest of the scenario (ranks that fit the GPUs).
 
 use super::{check_range, check_time, err, VResult};
-use crate::scenario::schema::training::{ModelSpec, TrainingSpec, MODEL_FIELDS};
+use crate::scenario::schema::training::{ModelSpec, TraceSpec, TrainingSpec, MODEL_FIELDS};
 use crate::scenario::schema::PlacementSpec;
 use crate::training::model::{ModelShape, PRESETS};
 use crate::training::{defaults as td, TrainingConfig};
@@ -285,5 +285,77 @@ pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
         collective,
         placement: s.placement.clone().unwrap_or(PlacementSpec::Packed),
         start,
+        trace: None,
     })))
+}
+
+/// The most bytes a trace file may hold (256 MiB: millions of tasks).
+pub const MAX_TRACE_FILE: u64 = 256 << 20;
+
+/// Workload item `i`, a trace replayed (`file` found under `base_dir`).
+pub fn resolve_trace(i: usize, s: &TraceSpec, base_dir: &std::path::Path) -> VResult<Workload> {
+    let path = format!("workload[{i}].trace");
+    let p = |f: &str| format!("{path}.{f}");
+    let unit = match s.time_unit.as_deref().unwrap_or("ns") {
+        "ps" => 1,
+        "ns" => 1000,
+        "us" => 1_000_000,
+        "ms" => 1_000_000_000,
+        other => {
+            return err(
+                p("time_unit"),
+                format!("expected `ps`, `ns`, `us` or `ms`, found `{other}`"),
+            )
+        }
+    };
+    let file = base_dir.join(&s.file);
+    let text = crate::spec::read_text_file(&file, MAX_TRACE_FILE)
+        .map_err(|e| (p("file"), format!("{}: {e}", file.display())))?;
+    let t = crate::training::trace::read(&text, unit)
+        .map_err(|e| (p("file"), format!("{}: {e}", file.display())))?;
+    let ranks = t.graph.ranks;
+    let mut cfg = TrainingConfig {
+        model: ModelShape {
+            name: t.name.clone(),
+            layers: 0,
+            hidden: 0,
+            ffn_hidden: 0,
+            heads: 1,
+            kv_heads: 1,
+            vocab: 0,
+            gated_mlp: false,
+            experts: 1,
+            top_k: 1,
+        },
+        tp: 1,
+        pp: 1,
+        dp: ranks,
+        ep: 1,
+        microbatches: t.microbatches,
+        microbatch_size: 1,
+        sequence_length: 1,
+        peak_flops: td::PEAK_TFLOPS * 1e12,
+        efficiency: td::EFFICIENCY,
+        activation_bytes: td::ACTIVATION_BYTES,
+        grad_bytes: td::GRAD_BYTES,
+        bucket_params: td::BUCKET_PARAMS,
+        steps: t.graph.steps,
+        collective: crate::collective::Collective::template(),
+        placement: s.placement.clone().unwrap_or(PlacementSpec::Packed),
+        start: s.start.map(|d| d.0).unwrap_or_default(),
+        trace: Some(std::sync::Arc::new(t)),
+    };
+    check_time(p("start"), cfg.start)?;
+    if let Some(c) = s.channels {
+        cfg.collective.channels = check_range(p("channels"), Some(c), 2, 1, 64)?;
+        cfg.collective.channels_given = true;
+    }
+    cfg.collective.qps_per_connection = check_range(
+        p("qps_per_connection"),
+        s.qps_per_connection,
+        crate::collective::defaults::QPS_PER_CONNECTION,
+        1,
+        crate::collective::defaults::MAX_QPS_PER_CONNECTION,
+    )?;
+    Ok(Workload::Training(Box::new(cfg)))
 }

@@ -73,6 +73,7 @@ pub fn resolve(
             WorkloadSpec::PingPong(s) => ("ping_pong", s.posting),
             WorkloadSpec::Collective(_) => ("collective", None),
             WorkloadSpec::Training(_) => ("training", None),
+            WorkloadSpec::Trace(_) => ("trace", None),
         };
         workload_posting.push((format!("workload[{i}].{kind}.posting"), posting));
         let p = |kind: &str, field: &str| format!("workload[{i}].{kind}.{field}");
@@ -193,6 +194,7 @@ pub fn resolve(
             }
             WorkloadSpec::Collective(s) => super::collective::resolve_item(i, s, mtu)?,
             WorkloadSpec::Training(s) => super::training::resolve_item(i, s)?,
+            WorkloadSpec::Trace(s) => super::training::resolve_trace(i, s, base_dir)?,
             WorkloadSpec::PingPong(s) => {
                 let [a, b] = s.hosts;
                 host_check(format!("workload[{i}].ping_pong.hosts[0]"), a)?;

@@ -157,3 +157,23 @@ pub struct TrainingOverride {
     #[serde(default)]
     pub qps_per_connection: Option<u32>,
 }
+
+/// `workload[].trace`: a training trace replayed (doorbell's JSON, or a SimAI workload
+/// file).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// The file, relative to the scenario's folder.
+    pub file: String,
+    /// The unit of a SimAI file's compute times: `ps`, `ns` (default), `us` or `ms`.
+    #[serde(default)]
+    pub time_unit: Option<String>,
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
+    #[serde(default)]
+    pub start: Option<Duration>,
+    #[serde(default)]
+    pub channels: Option<u32>,
+    #[serde(default)]
+    pub qps_per_connection: Option<u32>,
+}
