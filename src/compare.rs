@@ -44,6 +44,7 @@ pub fn set_scenario(sc: &Scenario, set: &crate::scenario::CompareSet) -> Scenari
     s.cc = set.cc;
     s.ecn = set.ecn;
     s.host = set.host.clone();
+    s.faults = set.faults.clone();
     if let Some(w) = &set.workload {
         s.workload = w.clone();
     }
@@ -667,7 +668,7 @@ pub fn render_training_table(sets: &[SetResult]) -> String {
     let _ = writeln!(
         o,
         "{:<24} {:>8} {:>6} {:>10} {:>11} {:>10} {:>12} {:>8}",
-        "set", "workload", "GPUs", "step ms", "compute ms", "bubble ms", "exposed ms", "exposed"
+        "set", "job", "GPUs", "step ms", "compute ms", "bubble ms", "exposed ms", "exposed"
     );
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     for s in sets {
@@ -676,7 +677,7 @@ pub fn render_training_table(sets: &[SetResult]) -> String {
                 o,
                 "{:<24} {:>8} {:>6} {:>10} {:>11.3} {:>10} {:>12} {:>8}",
                 s.name,
-                t.workload,
+                t.job,
                 t.gpus,
                 f(t.step_ms),
                 t.compute_ms,

@@ -47,7 +47,7 @@ pub use summary::{algorithm_name, collective_csv, nccl_table, summarize, Collect
 
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
 use dag::{Dag, TwoLevel};
-pub use placement::{place, place_on, ring_order, RankLoc};
+pub use placement::{place, place_job, place_on, ring_order, RankLoc};
 pub use protocol::Protocol;
 pub use spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
 pub use tuner::choices;

@@ -3,6 +3,7 @@
 //! ring (NCCL's rings enter and leave a server through a different GPU per channel).
 
 use super::{Collective, CollectiveOp, PlacementSpec};
+use rand::Rng as _;
 
 /// Where a rank runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +147,66 @@ pub fn place_on(
         ),
         None => place(c, topology_hosts, 1, |server, _| server, &mut rng),
     }
+}
+
+/// Places a training job's ranks beside the jobs placed before it (`taken`: per global
+/// GPU, whether an earlier job holds it). A random placement draws among the free GPUs
+/// (`random`) or the wholly free servers (`random_servers`), as a scheduler would, so
+/// jobs never share a GPU whatever the seed; other placements are as given (the caller
+/// refuses an overlap).
+pub fn place_job(
+    c: &Collective,
+    host: Option<&crate::nic::config::HostConfig>,
+    topology_hosts: u32,
+    seed: u64,
+    item: usize,
+    taken: &[bool],
+) -> Result<Vec<RankLoc>, (String, String)> {
+    if !taken.iter().any(|&t| t)
+        || !matches!(
+            c.placement,
+            PlacementSpec::Random | PlacementSpec::RandomServers
+        )
+    {
+        return place_on(c, host, topology_hosts, seed, item);
+    }
+    let (servers, gpus) = host.map_or((topology_hosts, 1), |h| (h.servers, h.gpus_per_host));
+    let n = c.ranks.unwrap_or(servers * gpus);
+    let mut rng = crate::rng::stream(seed, crate::rng::Stream::Workload, item as u64, 1);
+    let mut pick = |mut pool: Vec<u32>, need: usize, what: &str| {
+        if pool.len() < need {
+            return Err((
+                "placement".to_string(),
+                format!(
+                    "{need} {what} are needed, but only {} are free after the jobs before this one",
+                    pool.len()
+                ),
+            ));
+        }
+        for i in 0..need {
+            let j = rng.gen_range(i..pool.len());
+            pool.swap(i, j);
+        }
+        pool.truncate(need);
+        Ok(pool)
+    };
+    let ids: Vec<u32> = if c.placement == PlacementSpec::Random {
+        let free = (0..servers * gpus)
+            .filter(|&g| !taken[g as usize])
+            .collect();
+        pick(free, n as usize, "GPUs")?
+    } else {
+        let free = (0..servers)
+            .filter(|&s| (0..gpus).all(|g| !taken[(s * gpus + g) as usize]))
+            .collect();
+        let chosen = pick(free, n.div_ceil(gpus) as usize, "whole servers")?;
+        (0..n)
+            .map(|r| chosen[(r / gpus) as usize] * gpus + r % gpus)
+            .collect()
+    };
+    let mut given = c.clone();
+    given.placement = PlacementSpec::List(ids);
+    place_on(&given, host, topology_hosts, seed, item)
 }
 
 /// Channel `c`'s ring: the ranks in order, with each run of consecutive ranks on one

@@ -261,6 +261,20 @@ fn stall_reasons(sc: &Scenario, out: &RunOutput, r: &mut InvariantReport) {
             unexplained += 1;
         }
     }
+    for t in out.training.iter().filter(|t| !t.complete) {
+        if coll_failed || (lost_any && (raw || never_retransmit)) || (never_retransmit && discarded)
+        {
+            r.stalls.push(Stall {
+                flow: None,
+                reason: format!(
+                    "training job {}: a transfer failed or lost packets for good",
+                    t.job
+                ),
+            });
+        } else {
+            unexplained += 1;
+        }
+    }
     if unexplained > 0 {
         r.violations.push(Violation {
             rule: "stall_has_reason",

@@ -114,6 +114,8 @@ pub struct Faults {
     /// Per-port overrides: (port, rates).
     pub links: Vec<(u32, LinkFaults)>,
     pub flaps: Vec<Flap>,
+    /// Ports that run at a lower rate than their tier's: (port, rate).
+    pub degraded: Vec<(u32, crate::units::BitsPerSec)>,
 }
 
 impl Faults {
@@ -189,6 +191,8 @@ pub struct CompareSet {
     pub cc: Option<CcParams>,
     pub ecn: [Option<Red>; 4],
     pub host: Option<HostConfig>,
+    /// Faults resolved on the set's fabric (its own `faults`, or the scenario's).
+    pub faults: Faults,
     /// The workload with this set's collective overrides, if it has any.
     pub workload: Option<Vec<Workload>>,
 }

@@ -353,6 +353,9 @@ pub struct CompareSpec {
     /// Changes every training workload item for this set.
     #[serde(default)]
     pub training: Option<training::TrainingOverride>,
+    /// Replaces the scenario's `faults` for this set.
+    #[serde(default)]
+    pub faults: Option<FaultsSpec>,
     #[serde(flatten)]
     pub rc: RcSpec,
 }
@@ -395,6 +398,21 @@ pub struct FaultsSpec {
     /// Scheduled link flaps.
     #[serde(default, deserialize_with = "null_default")]
     pub flaps: Vec<FlapSpec>,
+    /// Links that run slower than the fabric's rate (a NIC or cable trained down).
+    #[serde(default, deserialize_with = "null_default")]
+    pub degraded: Vec<DegradedSpec>,
+}
+
+/// A link direction that runs at `rate` for the whole run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DegradedSpec {
+    /// Port name as in ports.csv, e.g. `host3->leaf0`.
+    pub link: String,
+    pub rate: Rate,
+    /// The reverse direction too; default true.
+    #[serde(default = "yes")]
+    pub both_directions: bool,
 }
 
 /// Fault rates for one named link direction.
@@ -904,6 +922,7 @@ pub struct CollectiveOverride {
     pub pxn: Option<bool>,
     pub qps_per_connection: Option<u32>,
     pub split_data_on_qps: Option<bool>,
+    pub start: Option<Duration>,
 }
 
 /// `routing:` a policy name, or the policy with its parameters.

@@ -451,6 +451,14 @@ pub struct Sim {
     ideal_cache: HashMap<(u64, bool), SimDuration>,
 }
 
+/// Servers (topology hosts without a host model) and GPUs per server.
+fn servers_of(sc: &Scenario, topo: &crate::topology::Topology) -> u32 {
+    sc.host.as_ref().map_or(topo.hosts(), |h| h.servers)
+}
+fn gpus_of(sc: &Scenario) -> u32 {
+    sc.host.as_ref().map_or(1, |h| h.gpus_per_host)
+}
+
 /// Follow-ups of a requester's completions.
 #[derive(Clone, Copy, Debug)]
 enum Todo {
@@ -466,7 +474,12 @@ impl Sim {
     /// Builds the fabric and expands the workload into flows.
     pub fn new(sc: &Scenario) -> Sim {
         let topo = sc.topology.clone();
-        let graph = topo.graph();
+        let mut graph = topo.graph();
+        // Degraded links run at their own rate (ports, wires and ingress take it from here;
+        // ideal FCTs stay those of the healthy fabric).
+        for &(p, rate) in &sc.faults.degraded {
+            graph.ports[p as usize].link.rate = rate;
+        }
         let defs = expand(&sc.workload, topo.hosts(), topo.host_link.rate.0, sc.seed);
         let mut ideal_cache: HashMap<(u64, bool), SimDuration> = HashMap::new();
         let flows: Vec<FlowState> = defs
@@ -591,7 +604,9 @@ impl Sim {
                 ));
             }
         }
-        // Training jobs: their ranks, a collective run per group, their start.
+        // Training jobs: their ranks, a collective run per group, their start. GPUs the
+        // jobs placed so far hold: a random placement draws around them.
+        let mut taken = vec![false; (servers_of(sc, &topo) * gpus_of(sc)) as usize];
         let mut coll_owner = vec![None; colls.len()];
         let mut jobs = Vec::new();
         let net_gbps = sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
@@ -599,14 +614,18 @@ impl Sim {
             / 8e9;
         for (i, w) in sc.workload.iter().enumerate() {
             if let crate::workload::Workload::Training(t) = w {
-                let ranks = crate::collective::place_on(
+                let ranks = crate::collective::place_job(
                     &t.placement_collective(),
                     sc.host.as_ref(),
                     topo.hosts(),
                     sc.seed,
                     i,
+                    &taken,
                 )
                 .expect("placement checked by validation");
+                for r in &ranks {
+                    taken[(r.server * gpus_of(sc) + r.gpu) as usize] = true;
+                }
                 let job = jobs.len() as u32;
                 q.schedule(
                     SimTime(t.start.0),

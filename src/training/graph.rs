@@ -146,6 +146,8 @@ struct Builder<'a> {
     dp_set: Vec<Option<u32>>,
     edp_set: Vec<Option<u32>>,
     step: u32,
+    /// Per stage: its slowest GPU's factor on compute time.
+    slowdown: Vec<f64>,
 }
 
 impl Builder<'_> {
@@ -163,9 +165,10 @@ impl Builder<'_> {
         id
     }
 
-    /// Adds compute to stage `s`'s stream (merged with the compute before it).
+    /// Adds compute to stage `s`'s stream (merged with the compute before it), at the
+    /// pace of the stage's slowest GPU.
     fn compute(&mut self, s: u32, flops: f64) {
-        let d = compute_time(self.c, flops);
+        let d = compute_time(self.c, flops * self.slowdown[s as usize]);
         self.pending[s as usize] += d;
         self.g.stage_compute[s as usize] += d;
     }
@@ -230,6 +233,14 @@ pub fn build(c: &TrainingConfig) -> StepGraph {
         dp_set: Vec::new(),
         edp_set: Vec::new(),
         step: 0,
+        slowdown: (0..pp)
+            .map(|s| {
+                c.stragglers
+                    .iter()
+                    .filter(|&&(r, _)| r / (tp * dp) == s)
+                    .fold(1.0, |m, &(_, f)| f64::max(m, f))
+            })
+            .collect(),
     };
     for s in 0..pp {
         let tp_groups = (0..dp)

@@ -72,6 +72,12 @@ pub struct TrainingConfig {
     /// A trace replayed instead of the model's step (`trace`): its graph, name and
     /// stated parallelism; `dp` is then its rank count and `tp`, `pp`, `ep` are 1.
     pub trace: Option<std::sync::Arc<trace::Trace>>,
+    /// GPUs that compute slower: (rank, factor on its compute time). A stage runs at its
+    /// slowest GPU's pace: its tensor-parallel all-reduces and the step's gradient
+    /// reductions wait for it.
+    pub stragglers: Vec<(u32, f64)>,
+    /// The job's name in reports.
+    pub job: String,
 }
 
 impl TrainingConfig {
@@ -180,6 +186,7 @@ pub struct ClassStats {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainingResult {
     pub workload: u16,
+    pub job: String,
     pub model: String,
     pub parallelism: [u32; 4],
     pub microbatches: u32,
@@ -260,7 +267,9 @@ impl TrainingRun {
             .filter(|&i| self.deps_left[i as usize] == 0)
             .collect();
         for t in roots {
-            self.run(now, t, out);
+            if self.run(now, t, out) {
+                self.complete(now, t, out);
+            }
         }
     }
 
@@ -316,10 +325,11 @@ impl TrainingRun {
         }
     }
 
-    fn run(&mut self, now: SimTime, task: u32, out: &mut Vec<Action>) {
+    /// Starts `task`; returns whether it ended at once (a zero-length compute task).
+    fn run(&mut self, now: SimTime, task: u32, out: &mut Vec<Action>) -> bool {
         self.started[task as usize] = now;
         match self.graph.tasks[task as usize].kind {
-            TaskKind::Compute(d) if d == SimDuration::ZERO => self.complete(now, task, out),
+            TaskKind::Compute(d) if d == SimDuration::ZERO => return true,
             TaskKind::Compute(d) => self.timers.push(Reverse((now + d, task))),
             TaskKind::Collective { set } => {
                 if self.set_active[set as usize].is_some() {
@@ -331,19 +341,26 @@ impl TrainingRun {
             }
             TaskKind::Send { .. } => out.push(Action::Send { task }),
         }
+        false
     }
 
+    /// `task` ends now: its successors whose dependencies are all done start (a
+    /// work-list, not recursion, so a long chain of zero-length tasks cannot overflow the
+    /// stack).
     fn complete(&mut self, now: SimTime, task: u32, out: &mut Vec<Action>) {
-        self.finished[task as usize] = now;
-        self.done += 1;
-        let step = self.graph.tasks[task as usize].step as usize;
-        self.step_left[step] -= 1;
-        self.step_end[step] = self.step_end[step].max(now);
-        for i in 0..self.succ[task as usize].len() {
-            let n = self.succ[task as usize][i];
-            self.deps_left[n as usize] -= 1;
-            if self.deps_left[n as usize] == 0 {
-                self.run(now, n, out);
+        let mut ended = vec![task];
+        while let Some(t) = ended.pop() {
+            self.finished[t as usize] = now;
+            self.done += 1;
+            let step = self.graph.tasks[t as usize].step as usize;
+            self.step_left[step] -= 1;
+            self.step_end[step] = self.step_end[step].max(now);
+            for i in 0..self.succ[t as usize].len() {
+                let n = self.succ[t as usize][i];
+                self.deps_left[n as usize] -= 1;
+                if self.deps_left[n as usize] == 0 && self.run(now, n, out) {
+                    ended.push(n);
+                }
             }
         }
     }
@@ -357,14 +374,14 @@ impl TrainingRun {
             if self.step_left[k] > 0 {
                 break;
             }
-            step_ps.push(end.0 - prev.0);
-            prev = end;
+            step_ps.push(end.0.saturating_sub(prev.0));
+            prev = prev.max(end);
             let before = if k == 0 {
                 SimDuration::ZERO
             } else {
                 nocomm[k - 1]
             };
-            no_comm_step_ps.push(nocomm[k].0 - before.0);
+            no_comm_step_ps.push(nocomm[k].0.saturating_sub(before.0));
         }
         let mut classes: Vec<(CommClass, ClassStats)> = Vec::new();
         for c in CommClass::ALL {
@@ -391,6 +408,7 @@ impl TrainingRun {
         };
         TrainingResult {
             workload: self.workload,
+            job: self.cfg.job.clone(),
             model,
             parallelism,
             microbatches,
@@ -449,6 +467,8 @@ pub(crate) fn test_config(model: ModelShape, tp: u32, pp: u32, dp: u32, m: u32) 
         placement: crate::collective::PlacementSpec::Packed,
         start: SimDuration::ZERO,
         trace: None,
+        stragglers: Vec::new(),
+        job: "job0".into(),
     }
 }
 

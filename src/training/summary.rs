@@ -20,6 +20,7 @@ pub struct ClassRow {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TrainingSummary {
     pub workload: u16,
+    pub job: String,
     pub model: String,
     pub dp: u32,
     pub tp: u32,
@@ -60,6 +61,7 @@ pub fn summarize(r: &TrainingResult) -> TrainingSummary {
     let steps_div = n.max(1) as f64;
     TrainingSummary {
         workload: r.workload,
+        job: r.job.clone(),
         model: r.model.clone(),
         dp: r.parallelism[0],
         tp: r.parallelism[1],
@@ -96,8 +98,8 @@ pub fn render(s: &TrainingSummary) -> String {
     let mut o = String::new();
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     o.push_str(&format!(
-        "training {} on {} GPUs (dp {} x tp {} x pp {} x ep {}), {} microbatches; {} of {} steps finished\n",
-        s.model, s.gpus, s.dp, s.tp, s.pp, s.ep, s.microbatches, s.steps_finished, s.steps
+        "training {}: {} on {} GPUs (dp {} x tp {} x pp {} x ep {}), {} microbatches; {} of {} steps finished\n",
+        s.job, s.model, s.gpus, s.dp, s.tp, s.pp, s.ep, s.microbatches, s.steps_finished, s.steps
     ));
     o.push_str(&format!(
         "  step {} ms = compute {:.3} + pipeline bubble {} + exposed communication {} ms ({})\n",
@@ -121,7 +123,7 @@ pub fn render(s: &TrainingSummary) -> String {
 /// `training.csv`: a row per job and finished step.
 pub fn csv(all: &[TrainingSummary]) -> String {
     let mut o = String::from(
-        "workload,model,dp,tp,pp,ep,gpus,microbatches,step,step_ms,compute_ms,bubble_ms,exposed_comm_ms,exposed_comm_share\n",
+        "workload,job,model,dp,tp,pp,ep,gpus,microbatches,step,step_ms,compute_ms,bubble_ms,exposed_comm_ms,exposed_comm_share\n",
     );
     for s in all {
         for (k, (&t, &nc)) in s
@@ -131,9 +133,10 @@ pub fn csv(all: &[TrainingSummary]) -> String {
             .enumerate()
         {
             o.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 s.workload,
-                s.model,
+                s.job,
+                s.model.replace('"', "'"),
                 s.dp,
                 s.tp,
                 s.pp,

@@ -107,8 +107,10 @@ struct NativeTask {
     send: Option<u32>,
 }
 
-/// The most tasks, groups and ranks a trace may hold.
+/// The most tasks, groups and ranks a trace may hold, and the most bytes one collective
+/// or send may move (1 TiB).
 const MAX_TASKS: usize = 20_000_000;
+const MAX_BYTES: u64 = 1 << 40;
 const MAX_RANKS: u32 = 1 << 20;
 
 fn op_name(op: CollectiveOp) -> &'static str {
@@ -125,8 +127,8 @@ fn op_name(op: CollectiveOp) -> &'static str {
 /// ordered as given.
 struct GraphBuilder {
     g: StepGraph,
-    sets: HashMap<(Vec<u32>, u8), u32>,
-    last_on_groups: HashMap<Vec<u32>, u32>,
+    sets: HashMap<(Vec<Vec<u32>>, u8, u8), u32>,
+    last_on_groups: HashMap<(Vec<Vec<u32>>, u8), u32>,
     ranks: u32,
 }
 
@@ -169,7 +171,8 @@ impl GraphBuilder {
                     .stage_compute
                     .resize(lane as usize + 1, SimDuration::ZERO);
             }
-            self.g.stage_compute[lane as usize] += d;
+            let c = &mut self.g.stage_compute[lane as usize];
+            *c = SimDuration(c.0.saturating_add(d.0));
         }
         id
     }
@@ -193,15 +196,10 @@ impl GraphBuilder {
         } else {
             4
         };
-        let bytes = bytes.div_ceil(unit) * unit;
+        let bytes = bytes.div_ceil(unit).saturating_mul(unit);
         // One communicator per group list and class: its collectives run in order.
-        let flat: Vec<u32> = groups
-            .iter()
-            .flatten()
-            .copied()
-            .chain([class as u32])
-            .collect();
-        let key = (flat.clone(), op as u8);
+        let flat = (groups.clone(), class as u8);
+        let key = (groups.clone(), class as u8, op as u8);
         let set = match self.sets.get(&key) {
             Some(&s) => s,
             None => {
@@ -341,8 +339,15 @@ fn read_native(text: &str) -> Result<Trace, String> {
             let bytes = t
                 .bytes
                 .ok_or_else(|| at("a collective needs `bytes`".into()))?;
+            if bytes > MAX_BYTES {
+                return Err(at(format!("`bytes` {bytes} is above {MAX_BYTES}")));
+            }
             let mut lists = Vec::with_capacity(groups.len());
+            let mut used = std::collections::HashSet::new();
             for &g in groups {
+                if !used.insert(g) {
+                    return Err(at(format!("group {g} is given twice")));
+                }
                 let list = f.groups.get(g as usize).ok_or_else(|| {
                     at(format!(
                         "group {g} does not exist ({} groups)",
@@ -359,6 +364,14 @@ fn read_native(text: &str) -> Result<Trace, String> {
             if lists.is_empty() {
                 return Err(at("`groups` is empty".into()));
             }
+            let mut ranks = std::collections::HashSet::new();
+            if !lists.iter().flatten().all(|&r| ranks.insert(r)) {
+                return Err(at(
+                    "its groups share a rank: a collective's groups run at once, so each rank may be in one".into(),
+                ));
+            }
+            // A collective with nothing to move (groups of one rank, no bytes) still
+            // passes its dependencies on.
             b.collective(
                 op,
                 lists,
@@ -367,11 +380,20 @@ fn read_native(text: &str) -> Result<Trace, String> {
                 (t.lane, t.step),
                 &deps,
             )
+            .or_else(|| {
+                Some(b.push(
+                    TaskKind::Compute(SimDuration::ZERO),
+                    t.lane,
+                    t.step,
+                    None,
+                    &deps,
+                ))
+            })
         } else if let Some(p) = t.send {
             let bytes = t
                 .bytes
-                .filter(|&x| x > 0)
-                .ok_or_else(|| at("a send needs `bytes` above 0".into()))?;
+                .filter(|&x| x > 0 && x <= MAX_BYTES)
+                .ok_or_else(|| at(format!("a send needs `bytes` from 1 to {MAX_BYTES}")))?;
             let list = f.pairs.get(p as usize).ok_or_else(|| {
                 at(format!(
                     "pair list {p} does not exist ({} lists)",
@@ -422,6 +444,15 @@ fn read_native(text: &str) -> Result<Trace, String> {
             ))
         };
         id.push(made);
+    }
+    let mut used = vec![false; b.g.steps as usize];
+    for t in &b.g.tasks {
+        used[t.step as usize] = true;
+    }
+    if let Some(k) = used.iter().position(|u| !u) {
+        return Err(format!(
+            "`step` numbers must run from 0 without gaps: no task belongs to step {k}"
+        ));
     }
     let p = f.parallelism.unwrap_or(NativeParallelism {
         dp: f.ranks,
@@ -494,19 +525,13 @@ pub fn write_native(g: &StepGraph, name: &str, parallelism: [u32; 4], microbatch
     // Collectives over the same groups run in file order when read back: the order is
     // written out as a dependency too (it is implied already), so that a file read and
     // written again is the same file.
-    let mut last_on_groups: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut last_on_groups: HashMap<(Vec<Vec<u32>>, u8), u32> = HashMap::new();
     for &i in &order {
         let t = &g.tasks[i as usize];
         let mut d: Vec<u32> = preds[i as usize].iter().map(|&p| pos[p as usize]).collect();
         if let TaskKind::Collective { set } = t.kind {
             let s = &g.sets[set as usize];
-            let flat: Vec<u32> = s
-                .groups
-                .iter()
-                .flatten()
-                .copied()
-                .chain([s.class as u32])
-                .collect();
+            let flat = (s.groups.clone(), s.class as u8);
             if let Some(prev) = last_on_groups.insert(flat, pos[i as usize]) {
                 d.push(prev);
             }
@@ -534,6 +559,9 @@ pub fn write_native(g: &StepGraph, name: &str, parallelism: [u32; 4], microbatch
             TaskKind::Send { pairs: p, bytes } => {
                 o.insert("send".into(), pair_ids[p as usize].unwrap_or(0).into());
                 o.insert("bytes".into(), bytes.into());
+                if let Some(c) = t.class.filter(|&c| c != CommClass::PpSend) {
+                    o.insert("class".into(), c.name().into());
+                }
                 o.insert("lane".into(), t.stage.into());
             }
         }
@@ -672,6 +700,12 @@ fn read_simai(text: &str, unit_ps: u64) -> Result<Trace, String> {
     if layers == 0 || layers > 100_000 {
         return Err(format!(
             "line {}: expected 1 to 100000 layers, found {layers}",
+            line_no + 1
+        ));
+    }
+    if (layers as u64) * ga * 6 > MAX_TASKS as u64 {
+        return Err(format!(
+            "line {}: {layers} layers x {ga} microbatches make more than {MAX_TASKS} tasks",
             line_no + 1
         ));
     }
@@ -836,6 +870,49 @@ mod tests {
         assert!(e.contains("tasks[0]") && e.contains("come before"), "{e}");
         let e = read("{\"format\": \"doorbell-training-trace\", \"version\": 1, \"ranks\": 2, \"tasks\": [{\"compute_us\": 1, \"bogus\": 1}]}", 1).unwrap_err();
         assert!(e.contains("line 1") && e.contains("bogus"), "{e}");
+    }
+
+    fn native(groups: &str, tasks: &str) -> Result<Trace, String> {
+        read(
+            &format!(
+                "{{\"format\": \"doorbell-training-trace\", \"version\": 1, \"ranks\": 4, \"groups\": {groups}, \"tasks\": {tasks}}}"
+            ),
+            1,
+        )
+    }
+
+    /// Review findings, each a rule: a collective with nothing to move still passes its
+    /// dependencies on; one group of four and two groups of two are different sets;
+    /// groups of one collective may not share a rank; steps run from 0 without gaps.
+    #[test]
+    fn traces_keep_their_order_and_their_groups_apart() {
+        let t = native(
+            "[[0], [0, 1, 2, 3], [0, 1], [2, 3]]",
+            "[{\"compute_us\": 1}, {\"collective\": \"allreduce\", \"groups\": [0], \"bytes\": 64, \"deps\": [0]}, {\"compute_us\": 2, \"deps\": [1]}, \
+             {\"collective\": \"allreduce\", \"groups\": [1], \"bytes\": 64, \"deps\": [2]}, {\"collective\": \"allreduce\", \"groups\": [2, 3], \"bytes\": 64, \"deps\": [3]}]",
+        )
+        .unwrap();
+        // 1 us, then (through the empty collective) 2 us: 3 us without communication.
+        assert_eq!(t.graph.no_comm_step_ends(), vec![SimDuration::from_us(3)]);
+        assert_eq!(t.graph.sets.len(), 2);
+        let e = native(
+            "[[0, 1], [1, 2]]",
+            "[{\"collective\": \"allreduce\", \"groups\": [0, 1], \"bytes\": 64}]",
+        )
+        .unwrap_err();
+        assert!(e.contains("share a rank"), "{e}");
+        let e = native(
+            "[]",
+            "[{\"compute_us\": 1}, {\"compute_us\": 1, \"step\": 2}]",
+        )
+        .unwrap_err();
+        assert!(e.contains("step 1"), "{e}");
+        let e = read(
+            "HYBRID_TRANSFORMER model_parallel_NPU_group: 2 ga: 10000 all_gpus: 4\n100000\n",
+            1000,
+        )
+        .unwrap_err();
+        assert!(e.contains("tasks"), "{e}");
     }
 
     /// A native graph written out and read back is the same graph (tasks in dependency

@@ -359,3 +359,143 @@ fn rejected_at(set: &str) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// Issue 18, item 4: what a slow GPU, a degraded NIC and a link flap cost the step of
+/// `scenarios/training-faults.yaml` (healthy: 42.46 ms).
+/// - a GPU 20% slower in the busiest stage makes that stage's compute 20% longer;
+/// - a NIC link at 100G instead of 400G slows the data-parallel reduction it carries;
+/// - a 1 ms flap during the gradient reduction costs one local ACK timeout: 4.096 us x
+///   2^20 = 4.295 s at NCCL's default `timeout` 20, 4.096 us x 2^14 = 67.1 ms at 14 (RC
+///   resends what the dead link swallowed only then).
+#[test]
+fn stragglers_degraded_links_and_flaps_cost_the_step() {
+    let sc = load("scenarios/training-faults.yaml", &[]);
+    let sets = doorbell::compare::run_sets(&sc);
+    let get = |name: &str| {
+        let s = sets.iter().find(|s| s.name == name).unwrap();
+        s.summary.training[0].clone()
+    };
+    let healthy = get("healthy");
+    assert!((healthy.step_ms.unwrap() - 42.461).abs() < 0.001);
+    let slow = get("straggler");
+    assert!((slow.compute_ms / healthy.compute_ms - 1.2).abs() < 1e-4);
+    assert!(
+        slow.step_ms.unwrap()
+            > healthy.step_ms.unwrap() + 0.8 * (slow.compute_ms - healthy.compute_ms)
+    );
+    let dp_max = |t: &TrainingSummary| {
+        t.communication
+            .iter()
+            .find(|c| c.class == "dp")
+            .unwrap()
+            .max_ms
+    };
+    let degraded = get("degraded");
+    assert!(
+        dp_max(&degraded) > 2.5 * dp_max(&healthy),
+        "{} vs {}",
+        dp_max(&degraded),
+        dp_max(&healthy)
+    );
+    assert!(degraded.step_ms.unwrap() > healthy.step_ms.unwrap() + 10.0);
+    for (name, timeout_ms) in [
+        ("flap", 4.096e-3 * f64::from(1 << 20)),
+        ("flap_t14", 4.096e-3 * f64::from(1 << 14)),
+    ] {
+        let t = get(name);
+        let extra = t.step_ms.unwrap() - healthy.step_ms.unwrap();
+        assert!(
+            extra > timeout_ms && extra < timeout_ms + 5.0,
+            "{name}: {extra} ms more than healthy, the timeout is {timeout_ms} ms"
+        );
+    }
+    // Bad fault and straggler fields are named.
+    let e = rejected_in(
+        "scenarios/training-faults.yaml",
+        "compare[2].faults.degraded[0].rate=800Gbps",
+    );
+    assert!(
+        e.contains("compare[2].faults.degraded[0].rate") || e.contains("degraded[0].rate"),
+        "{e}"
+    );
+    let e = rejected_in(
+        "scenarios/training-faults.yaml",
+        "compare[1].training.stragglers[0].rank=32",
+    );
+    assert!(
+        e.contains("stragglers[0].rank") && e.contains("32 ranks"),
+        "{e}"
+    );
+}
+
+fn rejected_in(path: &str, set: &str) -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match doorbell::scenario::load(
+        &root.join(path),
+        &doorbell::scenario::Overrides {
+            seed: None,
+            set: vec![set.to_string()],
+        },
+    ) {
+        Ok(_) => panic!("accepted {set}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Issue 18, item 3, in small: two jobs on one fabric (4 leaves of 2 one-GPU hosts,
+/// 100G). The training job's gradient all-reduce (50 MB over 2 ranks) shares the fabric
+/// with a neighbour's all-to-alls. Leaf-local (each job under its own leaf) they never
+/// meet: the step is the job's alone. Interleaved (each job on one host of each of two
+/// leaves) both cross the spines: at 1:1 there is an uplink's worth for each if the
+/// traffic is spread (spraying), but ECMP may hash both onto one uplink; at 2:1 they
+/// share the one uplink per leaf.
+#[test]
+fn a_neighbours_all_to_all_slows_the_step_only_where_they_share_links() {
+    let yaml = format!(
+        "
+topology:
+  leaves: 4
+  spines: 2
+  hosts_per_leaf: 2
+  host_link: {{ rate: 100Gbps, latency: 1us }}
+  fabric_link: {{ rate: 100Gbps, latency: 1us }}
+packet: {{ mtu: 4096B, encapsulation: rocev2 }}
+flow_control: {{ mode: pfc }}
+workload:
+  - training: {{ name: job, model: {TOY}, parallelism: {{ dp: 2 }}, microbatches: 1, bucket_params: 1000000000000, placement: {{ servers: [0, 1] }} }}
+  - collective: {{ op: alltoall, size: 16MiB, iters: 20, warmup_iters: 0, ranks: 2, placement: {{ servers: [2, 3] }} }}
+compare:
+  - {{ name: alone, collective: {{ start: 1s }} }}
+  - {{ name: leaf_local_2to1, topology: {{ spines: 1 }} }}
+  - {{ name: interleaved_1to1, training: {{ placement: {{ servers: [0, 2] }} }}, collective: {{ placement: {{ servers: [1, 3] }} }} }}
+  - {{ name: interleaved_2to1, topology: {{ spines: 1 }}, training: {{ placement: {{ servers: [0, 2] }} }}, collective: {{ placement: {{ servers: [1, 3] }} }} }}
+  - {{ name: interleaved_1to1_spray, routing: spray, out_of_order: true, training: {{ placement: {{ servers: [0, 2] }} }}, collective: {{ placement: {{ servers: [1, 3] }} }} }}
+"
+    );
+    let sc = scenario(&yaml);
+    let sets = doorbell::compare::run_sets(&sc);
+    let step = |name: &str| {
+        let s = sets.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(s.summary.training[0].job, "job");
+        s.summary.training[0].step_ms.unwrap()
+    };
+    let alone = step("alone");
+    let (ecmp, shared, spray) = (
+        step("interleaved_1to1"),
+        step("interleaved_2to1"),
+        step("interleaved_1to1_spray"),
+    );
+    assert_eq!(step("leaf_local_2to1"), alone);
+    // Measured: alone 6.37 ms; interleaved 1:1 with ECMP 9.42 (the two jobs' flows hash
+    // onto one of the two uplinks), spraying 1:1 within 5% of alone, 2:1 12.68.
+    assert!(
+        (spray / alone - 1.0).abs() < 0.05,
+        "spray {spray} ms against {alone} ms alone"
+    );
+    assert!(
+        ecmp > alone * 1.2,
+        "ECMP {ecmp} ms against {alone} ms alone"
+    );
+    assert!(shared > ecmp, "2:1 {shared} ms against 1:1 {ecmp} ms");
+    // Two jobs on one GPU are refused (checked in `bad_jobs_are_refused_with_their_field`).
+}

@@ -383,11 +383,21 @@ pub fn check_all(
 ) -> VResult<()> {
     let read = matches!(env.transport, Transport::Rc(rc) if rc.operation == Op::Read);
     let mut owner: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    let gpus = env.host.map_or(1, |h| h.gpus_per_host);
+    let servers = env.host.map_or(env.topology.hosts(), |h| h.servers);
+    let mut taken = vec![false; (servers * gpus) as usize];
     for (i, w) in workload.iter().enumerate() {
         let (kind, c) = match w {
             Workload::Collective(c) => ("collective", c.as_ref().clone()),
+            Workload::Training(t) if t.trace.is_some() => ("trace", t.placement_collective()),
             Workload::Training(t) => ("training", t.placement_collective()),
             _ => continue,
+        };
+        // A job's rank count comes from its parallelism (or its trace).
+        let field = |p: String| match (kind, p.as_str()) {
+            ("training", "ranks") => "parallelism".to_string(),
+            ("trace", "ranks") => "file".to_string(),
+            _ => p,
         };
         check_collective_env(
             &c,
@@ -402,23 +412,29 @@ pub fn check_all(
                 faults: env.faults.any(),
             },
         )
-        .map_err(|(p, m)| (format!("{}.{kind}.{p}", at(i)), m))?;
+        .map_err(|(p, m)| (format!("{}.{kind}.{}", at(i), field(p)), m))?;
         // Training jobs own their GPUs: two on one GPU would share its compute, which
-        // the model does not divide.
-        if kind == "training" {
-            let ranks =
-                crate::collective::place_on(&c, env.host, env.topology.hosts(), env.seed, i)
-                    .map_err(|(p, m)| (format!("{}.{kind}.{p}", at(i)), m))?;
-            let gpus = env.host.map_or(1, |h| h.gpus_per_host);
+        // the model does not divide. Random placements draw around the jobs before.
+        if kind != "collective" {
+            let ranks = crate::collective::place_job(
+                &c,
+                env.host,
+                env.topology.hosts(),
+                env.seed,
+                i,
+                &taken,
+            )
+            .map_err(|(p, m)| (format!("{}.{kind}.{}", at(i), field(p)), m))?;
             for r in ranks {
                 let g = r.server * gpus + r.gpu;
                 if let Some(&j) = owner.get(&g) {
                     return Err((
-                        format!("{}.training.placement", at(i)),
+                        format!("{}.{kind}.placement", at(i)),
                         format!("GPU {g} (server {}, GPU {}) is already workload[{j}]'s: training jobs need GPUs of their own (place them on other servers, e.g. `placement: {{ servers: [...] }}`)", r.server, r.gpu),
                     ));
                 }
                 owner.insert(g, i);
+                taken[g as usize] = true;
             }
         }
     }

@@ -98,6 +98,7 @@ pub fn resolve(f: &ScenarioFile, stem: &str, base_dir: &Path) -> VResult<Vec<Com
             cc: s.cc,
             ecn: s.ecn,
             host: s.host,
+            faults: s.faults,
             workload: (c.collective.is_some() || c.training.is_some()).then_some(s.workload),
         });
     }
@@ -148,6 +149,10 @@ fn set_document(
             doc.topology.fabric_link = Some(l);
         }
     }
+    if let Some(fs) = &c.faults {
+        renames.push(("faults".into(), format!("{set}.faults")));
+        doc.faults = fs.clone();
+    }
     if let Some(over) = &c.host {
         renames.push(("host".into(), format!("{set}.host")));
         doc.host = Some(merge_host(&f.host.clone().unwrap_or_default(), over));
@@ -180,6 +185,9 @@ fn set_document(
                 if o.qps_per_connection.is_some() {
                     s.qps_per_connection = o.qps_per_connection;
                 }
+                if let Some(st) = &o.stragglers {
+                    s.stragglers = st.clone();
+                }
             }
         }
     }
@@ -209,6 +217,9 @@ fn set_document(
                 }
                 if o.split_data_on_qps.is_some() {
                     s.split_data_on_qps = o.split_data_on_qps;
+                }
+                if o.start.is_some() {
+                    s.start = o.start;
                 }
             }
         }

@@ -99,9 +99,33 @@ pub fn resolve_faults(f: &FaultsSpec, topo: &Topology) -> VResult<Faults> {
             });
         }
     }
+    let mut degraded = Vec::new();
+    let graph = (!f.degraded.is_empty()).then(|| topo.graph());
+    for (i, d) in f.degraded.iter().enumerate() {
+        let path = format!("faults.degraded[{i}]");
+        let port = find_port(&path, &d.link)?;
+        let full = graph.as_ref().expect("built when a link is degraded").ports[port as usize]
+            .link
+            .rate;
+        let rate = d.rate.0;
+        if rate.0 < 1_000_000 || rate.0 > full.0 {
+            return err(
+                format!("{path}.rate"),
+                format!(
+                    "expected 1 Mbps up to the link's own {}, found {}",
+                    full, rate
+                ),
+            );
+        }
+        degraded.push((port, rate));
+        if d.both_directions {
+            degraded.push((topo.reverse_port(port), rate));
+        }
+    }
     Ok(Faults {
         tiers,
         links,
         flaps,
+        degraded,
     })
 }

@@ -10,6 +10,10 @@ use crate::workload::Workload;
 
 /// The most tasks a job may expand to (steps x microbatches x layers x a few).
 pub const MAX_TASKS: u64 = 20_000_000;
+/// The most communicator groups (each a collective run) and collectives over all groups
+/// (each a row of its run's record) a job may have.
+pub const MAX_GROUPS: u64 = 100_000;
+pub const MAX_ROWS: u64 = 20_000_000;
 
 fn model(path: &str, m: &ModelSpec) -> VResult<ModelShape> {
     let base = match &m.preset {
@@ -144,7 +148,7 @@ fn model(path: &str, m: &ModelSpec) -> VResult<ModelShape> {
 }
 
 /// Workload item `i`, a training job.
-pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
+pub fn resolve_item(i: usize, s: &TrainingSpec, mtu: u64) -> VResult<Workload> {
     let path = format!("workload[{i}].training");
     let p = |f: &str| format!("{path}.{f}");
     let m = model(&path, &s.model)?;
@@ -222,10 +226,10 @@ pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
         efficiency: None,
     });
     let peak = gpu.peak_tflops.unwrap_or(td::PEAK_TFLOPS);
-    if !(peak.is_finite() && peak > 0.0 && peak <= 1e6) {
+    if !(peak.is_finite() && (0.001..=1e6).contains(&peak)) {
         return err(
             p("gpu.peak_tflops"),
-            format!("expected a positive TFLOP/s figure up to 1000000, found {peak}"),
+            format!("expected 0.001 to 1000000 TFLOP/s, found {peak}"),
         );
     }
     let efficiency = gpu.efficiency.unwrap_or(td::EFFICIENCY);
@@ -253,8 +257,83 @@ pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
             ),
         );
     }
+    // What one rank moves at once, and what a step costs: bounded so that no
+    // figure overflows and a run stays within a simulated day.
+    let tokens = microbatch_size as u64 * sequence_length;
+    let act = tokens as f64 * m.hidden as f64 * td::ACTIVATION_BYTES as f64;
+    let a2a = act * m.top_k as f64 / tp as f64;
+    let largest = act
+        .max(a2a)
+        .max(m.params() as f64 / (tp * pp) as f64 * td::GRAD_BYTES as f64);
+    if largest > (1u64 << 40) as f64 {
+        return err(
+            p("sequence_length"),
+            format!(
+                "one rank would move {largest:.3e} B in one operation (activations of {tokens} tokens, or its gradients), more than 1 TiB: use shorter microbatches or a smaller model"
+            ),
+        );
+    }
+    if !m.is_moe() || ep == 1 {
+        super::check_size(p("microbatch_size"), (act / tp as f64) as u64, mtu)?;
+    }
+    let per_step_flops = 3.0
+        * microbatches as f64
+        * ((m.layers / pp) as f64
+            * (m.attention_flops(tokens, sequence_length) + m.mlp_flops(tokens))
+            + m.logits_flops(tokens))
+        / tp as f64;
+    let step_s = per_step_flops / (peak * 1e12 * efficiency);
+    if step_s * steps as f64 > super::MAX_TIME.0 as f64 / 1e12 {
+        return err(
+            p("gpu"),
+            format!(
+                "{steps} steps of about {step_s:.3e} s of compute each run past a simulated day: use fewer steps, microbatches or layers, or a faster GPU"
+            ),
+        );
+    }
+    // Collective runs (one per group) and what they record (one row per operation).
+    let per_stage_ops = microbatches as u64 * (m.layers / pp) as u64 * 4;
+    let groups = pp as u64
+        * ((tp > 1) as u64 * dp as u64
+            + (dp > 1) as u64 * tp as u64
+            + (m.is_moe() && ep > 1) as u64 * (tp * dp / ep) as u64
+            + (m.is_moe() && dp / ep > 1) as u64 * (tp * ep) as u64);
+    let rows = steps as u64
+        * pp as u64
+        * per_stage_ops
+        * ((tp > 1) as u64 * dp as u64 + (m.is_moe() && ep > 1) as u64 * (tp * dp / ep) as u64);
+    if groups > MAX_GROUPS || rows > MAX_ROWS {
+        return err(
+            p("parallelism"),
+            format!(
+                "{groups} communicator groups running {rows} collectives in all: at most {MAX_GROUPS} groups and {MAX_ROWS} collectives; use fewer microbatches, layers or steps"
+            ),
+        );
+    }
     let start = s.start.map(|d| d.0).unwrap_or_default();
     check_time(p("start"), start)?;
+    let mut stragglers = Vec::with_capacity(s.stragglers.len());
+    for (k, st) in s.stragglers.iter().enumerate() {
+        if st.rank as u64 >= ranks {
+            return err(
+                p(&format!("stragglers[{k}].rank")),
+                format!(
+                    "rank {} does not exist: the job has {ranks} ranks, numbered from 0",
+                    st.rank
+                ),
+            );
+        }
+        if !(st.slowdown.is_finite() && (1.0..=100.0).contains(&st.slowdown)) {
+            return err(
+                p(&format!("stragglers[{k}].slowdown")),
+                format!(
+                    "expected a factor from 1 to 100 (1.25: compute takes 25% longer), found {}",
+                    st.slowdown
+                ),
+            );
+        }
+        stragglers.push((st.rank, st.slowdown));
+    }
     let mut collective = crate::collective::Collective::template();
     if let Some(c) = s.channels {
         collective.channels = check_range(p("channels"), Some(c), 2, 1, 64)?;
@@ -286,6 +365,8 @@ pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
         placement: s.placement.clone().unwrap_or(PlacementSpec::Packed),
         start,
         trace: None,
+        stragglers,
+        job: job_name(&path, i, s.name.as_deref())?,
     })))
 }
 
@@ -293,7 +374,12 @@ pub fn resolve_item(i: usize, s: &TrainingSpec) -> VResult<Workload> {
 pub const MAX_TRACE_FILE: u64 = 256 << 20;
 
 /// Workload item `i`, a trace replayed (`file` found under `base_dir`).
-pub fn resolve_trace(i: usize, s: &TraceSpec, base_dir: &std::path::Path) -> VResult<Workload> {
+pub fn resolve_trace(
+    i: usize,
+    s: &TraceSpec,
+    base_dir: &std::path::Path,
+    mtu: u64,
+) -> VResult<Workload> {
     let path = format!("workload[{i}].trace");
     let p = |f: &str| format!("{path}.{f}");
     let unit = match s.time_unit.as_deref().unwrap_or("ns") {
@@ -314,6 +400,40 @@ pub fn resolve_trace(i: usize, s: &TraceSpec, base_dir: &std::path::Path) -> VRe
     let t = crate::training::trace::read(&text, unit)
         .map_err(|e| (p("file"), format!("{}: {e}", file.display())))?;
     let ranks = t.graph.ranks;
+    let groups: u64 = t.graph.sets.iter().map(|s| s.groups.len() as u64).sum();
+    let rows: u64 = t
+        .graph
+        .sets
+        .iter()
+        .map(|s| s.groups.len() as u64 * s.sizes.len() as u64)
+        .sum();
+    if groups > MAX_GROUPS || rows > MAX_ROWS {
+        return err(
+            p("file"),
+            format!(
+                "{}: {groups} communicator groups running {rows} collectives in all: at most {MAX_GROUPS} groups and {MAX_ROWS} collectives",
+                file.display()
+            ),
+        );
+    }
+    if t.graph
+        .stage_compute
+        .iter()
+        .any(|d| d.0 > super::MAX_TIME.0)
+    {
+        return err(
+            p("file"),
+            format!(
+                "{}: a compute lane computes for more than a simulated day in a step",
+                file.display()
+            ),
+        );
+    }
+    for (k, tk) in t.graph.tasks.iter().enumerate() {
+        if let crate::training::graph::TaskKind::Send { bytes, .. } = tk.kind {
+            super::check_size(format!("{}.file (tasks[{k}].bytes)", path), bytes, mtu)?;
+        }
+    }
     let mut cfg = TrainingConfig {
         model: ModelShape {
             name: t.name.clone(),
@@ -344,6 +464,8 @@ pub fn resolve_trace(i: usize, s: &TraceSpec, base_dir: &std::path::Path) -> VRe
         placement: s.placement.clone().unwrap_or(PlacementSpec::Packed),
         start: s.start.map(|d| d.0).unwrap_or_default(),
         trace: Some(std::sync::Arc::new(t)),
+        stragglers: Vec::new(),
+        job: job_name(&path, i, s.name.as_deref())?,
     };
     check_time(p("start"), cfg.start)?;
     if let Some(c) = s.channels {
@@ -358,4 +480,24 @@ pub fn resolve_trace(i: usize, s: &TraceSpec, base_dir: &std::path::Path) -> VRe
         crate::collective::defaults::MAX_QPS_PER_CONNECTION,
     )?;
     Ok(Workload::Training(Box::new(cfg)))
+}
+
+/// A job's name: given (letters, digits, `-`, `_`, `.`; it labels rows of CSV files), or
+/// `job<item>`.
+fn job_name(path: &str, i: usize, name: Option<&str>) -> VResult<String> {
+    match name {
+        None => Ok(format!("job{i}")),
+        Some(n)
+            if !n.is_empty()
+                && n.len() <= 64
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+        {
+            Ok(n.to_string())
+        }
+        Some(n) => err(
+            format!("{path}.name"),
+            format!("expected 1 to 64 letters, digits, `-`, `_` or `.`, found `{n}`"),
+        ),
+    }
 }

@@ -193,8 +193,8 @@ pub fn resolve(
                 }
             }
             WorkloadSpec::Collective(s) => super::collective::resolve_item(i, s, mtu)?,
-            WorkloadSpec::Training(s) => super::training::resolve_item(i, s)?,
-            WorkloadSpec::Trace(s) => super::training::resolve_trace(i, s, base_dir)?,
+            WorkloadSpec::Training(s) => super::training::resolve_item(i, s, mtu)?,
+            WorkloadSpec::Trace(s) => super::training::resolve_trace(i, s, base_dir, mtu)?,
             WorkloadSpec::PingPong(s) => {
                 let [a, b] = s.hosts;
                 host_check(format!("workload[{i}].ping_pong.hosts[0]"), a)?;

@@ -8,6 +8,9 @@ use std::fmt;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainingSpec {
+    /// The job's name in reports; default `job<item>`.
+    #[serde(default)]
+    pub name: Option<String>,
     /// A named shape (`llama3-8b`, `llama3-70b`, `mixtral-8x7b`, `gpt3-175b`) or
     /// `{ preset, layers, hidden, ... }`.
     pub model: ModelSpec,
@@ -42,6 +45,17 @@ pub struct TrainingSpec {
     /// Queue pairs per connection (`NCCL_IB_QPS_PER_CONNECTION`); default 1.
     #[serde(default)]
     pub qps_per_connection: Option<u32>,
+    /// GPUs that compute slower than the rest: `[{ rank, slowdown }]`.
+    #[serde(default)]
+    pub stragglers: Vec<StragglerSpec>,
+}
+
+/// A GPU whose compute takes `slowdown` times as long (1.25: 25% longer).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StragglerSpec {
+    pub rank: u32,
+    pub slowdown: f64,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -156,6 +170,8 @@ pub struct TrainingOverride {
     pub channels: Option<u32>,
     #[serde(default)]
     pub qps_per_connection: Option<u32>,
+    #[serde(default)]
+    pub stragglers: Option<Vec<StragglerSpec>>,
 }
 
 /// `workload[].trace`: a training trace replayed (doorbell's JSON, or a SimAI workload
@@ -163,6 +179,9 @@ pub struct TrainingOverride {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSpec {
+    /// The job's name in reports; default `job<item>`.
+    #[serde(default)]
+    pub name: Option<String>,
     /// The file, relative to the scenario's folder.
     pub file: String,
     /// The unit of a SimAI file's compute times: `ps`, `ns` (default), `us` or `ms`.
