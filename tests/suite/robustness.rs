@@ -332,7 +332,7 @@ fn panic_message(p: &(dyn Any + Send)) -> String {
 /// something, and point inside the file when it gives a position.
 fn error_problem(e: &ScenarioError, text: &str) -> Option<String> {
     let shown = e.to_string();
-    if !shown.starts_with("m.yaml") {
+    if !shown.starts_with(FUZZ_FILE) {
         return Some(format!("error does not start with the file name: {shown}"));
     }
     if e.message.trim().is_empty() {
@@ -389,6 +389,9 @@ fn cheap_to_run(sc: &Scenario) -> bool {
 }
 
 const VARIANTS_PER_SCENARIO: usize = 5000;
+/// The fuzzed text's file name: in `scenarios/`, so that files a scenario names (a
+/// trace) are found beside it, as when the scenario is run from there.
+const FUZZ_FILE: &str = "scenarios/m.yaml";
 const MAX_RUNS: usize = 150;
 
 #[test]
@@ -406,7 +409,7 @@ fn mutated_scenarios_never_panic() {
     };
 
     for (si, (name, original)) in scenarios.iter().enumerate() {
-        if let Err(e) = parse_str(original, "m.yaml", "m", &Overrides::default()) {
+        if let Err(e) = parse_str(original, FUZZ_FILE, "m", &Overrides::default()) {
             panic!("shipped scenario {name} does not parse: {e}");
         }
         let mut rng = SplitMix(fnv1a(name));
@@ -421,7 +424,7 @@ fn mutated_scenarios_never_panic() {
         for vi in 0..VARIANTS_PER_SCENARIO {
             let base = if vi % 4 == 0 { original } else { &bare };
             let text = mutate(base, &mut rng);
-            let first = catch_unwind(|| parse_str(&text, "m.yaml", "m", &Overrides::default()));
+            let first = catch_unwind(|| parse_str(&text, FUZZ_FILE, "m", &Overrides::default()));
             match first {
                 Err(p) => failures.push(format!(
                     "{name} variant {vi}: parse_str panicked: {}\n{text}",
@@ -436,7 +439,7 @@ fn mutated_scenarios_never_panic() {
                 Ok(Ok(_)) => {
                     parsed_ok += 1;
                     // The same text through the `--set` path, with a short duration.
-                    match catch_unwind(|| parse_str(&text, "m.yaml", "m", &set)) {
+                    match catch_unwind(|| parse_str(&text, FUZZ_FILE, "m", &set)) {
                         Err(p) => failures.push(format!(
                             "{name} variant {vi}: parse_str with --set {RUN_FOR} panicked: {}\n{text}",
                             panic_message(&*p)
@@ -450,7 +453,7 @@ fn mutated_scenarios_never_panic() {
                             // serde_yaml limitation, reported as exit 2 with the field.)
                             let shown = e.to_string();
                             let expected =
-                                shown.starts_with("m.yaml") && e.path.contains("poisson.until");
+                                shown.starts_with(FUZZ_FILE) && e.path.contains("poisson.until");
                             let value_limit = shown.contains("as u128, expected any YAML value");
                             if !expected && !value_limit {
                                 failures.push(format!(
