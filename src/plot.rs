@@ -7,7 +7,9 @@
 //! - `collective.csv`: bus bandwidth against size (log x), one series per item and set;
 //! - `flows.csv`: the FCT CDF (log x);
 //! - `timeseries.csv`: queue depth per port and DCQCN rate per flow over time;
-//! - `window.csv`: throughput against window, with the analytic bound.
+//! - `window.csv`: throughput against window, with the analytic bound;
+//! - `training.csv`: each training step as a stacked bar (compute, pipeline bubble,
+//!   exposed communication), one per set, job and step.
 //!
 //! Text uses DejaVu Sans, bundled in `assets/fonts` (its licence beside it), so a machine
 //! with no fonts configured draws readable labels. Images are 1000 x 640 pixels.
@@ -225,6 +227,103 @@ pub fn draw(c: &Chart, stem: &Path) -> Result<Vec<PathBuf>, String> {
     let (png_tmp, svg_tmp) = (drawing_path(&png), drawing_path(&svg));
     draw_on(BitMapBackend::new(&png_tmp, SIZE).into_drawing_area(), c)?;
     draw_on(SVGBackend::new(&svg_tmp, SIZE).into_drawing_area(), c)?;
+    for p in [&png, &svg] {
+        publish(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(vec![png, svg])
+}
+
+/// Stacked bars: one bar per label, each split into the named parts.
+pub struct Bars {
+    pub title: String,
+    pub y_label: String,
+    pub labels: Vec<String>,
+    pub parts: Vec<(String, Vec<f64>)>,
+}
+
+fn draw_bars_on<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    b: &Bars,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let n = b.labels.len();
+    let top = (0..n)
+        .map(|i| b.parts.iter().map(|p| p.1[i].max(0.0)).sum::<f64>())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&b.title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(52)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0.0..top)
+        .map_err(|x| e(&x))?;
+    let labels = b.labels.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n.max(1))
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(b.y_label.as_str())
+        .y_label_formatter(&|v| tick(*v, ""))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+    ];
+    let mut base = vec![0.0f64; n];
+    for (k, (name, values)) in b.parts.iter().enumerate() {
+        let col = colors[k % colors.len()];
+        let bars: Vec<Rectangle<(f64, f64)>> = (0..n)
+            .map(|i| {
+                let (lo, hi) = (base[i], base[i] + values[i].max(0.0));
+                base[i] = hi;
+                Rectangle::new([(i as f64 - 0.3, lo), (i as f64 + 0.3, hi)], col.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|x| e(&x))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// Writes `<stem>.png` and `<stem>.svg` of stacked bars.
+pub fn draw_bars(b: &Bars, stem: &Path) -> Result<Vec<PathBuf>, String> {
+    register_font();
+    let png = stem.with_extension("png");
+    let svg = stem.with_extension("svg");
+    let (png_tmp, svg_tmp) = (drawing_path(&png), drawing_path(&svg));
+    draw_bars_on(BitMapBackend::new(&png_tmp, SIZE).into_drawing_area(), b)?;
+    draw_bars_on(SVGBackend::new(&svg_tmp, SIZE).into_drawing_area(), b)?;
     for p in [&png, &svg] {
         publish(p).map_err(|e| format!("{}: {e}", p.display()))?;
     }
@@ -453,6 +552,60 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
                 };
                 out.extend(draw(&chart, &dir.join(file))?);
             }
+        }
+    }
+    if let Some((h, rows)) = read_csv(&dir.join("training.csv")) {
+        // A bar per set, job and step: compute, pipeline bubble, exposed communication.
+        let (set, job, step) = (col(&h, "set"), col(&h, "job"), col(&h, "step"));
+        let steps = step.map_or(0, |i| {
+            rows.iter()
+                .filter(|r| r.get(i).map(|v| v.as_str()) != Some("0"))
+                .count()
+        });
+        let jobs: std::collections::BTreeSet<&str> = job
+            .map(|i| {
+                rows.iter()
+                    .filter_map(|r| r.get(i).map(|v| v.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut labels = Vec::new();
+        let mut parts: Vec<(String, Vec<f64>)> =
+            ["compute", "pipeline bubble", "exposed communication"]
+                .iter()
+                .map(|n| (n.to_string(), Vec::new()))
+                .collect();
+        for r in &rows {
+            let mut l: Vec<String> = Vec::new();
+            if let Some(i) = set {
+                l.extend(r.get(i).cloned());
+            }
+            if jobs.len() > 1 || set.is_none() {
+                l.extend(job.and_then(|i| r.get(i).cloned()));
+            }
+            if steps > 0 {
+                l.extend(step.and_then(|i| r.get(i)).map(|v| format!("step {v}")));
+            }
+            labels.push(l.join(" "));
+            for (k, name) in ["compute_ms", "bubble_ms", "exposed_comm_ms"]
+                .iter()
+                .enumerate()
+            {
+                let v = col(&h, name)
+                    .and_then(|i| r.get(i))
+                    .and_then(|v| num(v))
+                    .unwrap_or(0.0);
+                parts[k].1.push(v);
+            }
+        }
+        if !labels.is_empty() && labels.len() <= 40 {
+            let bars = Bars {
+                title: "training step: compute, pipeline bubble, exposed communication".into(),
+                y_label: "time (ms)".into(),
+                labels,
+                parts,
+            };
+            out.extend(draw_bars(&bars, &dir.join("training-step"))?);
         }
     }
     if let Some((h, rows)) = read_csv(&dir.join("collective.csv")) {

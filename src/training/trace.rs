@@ -35,7 +35,7 @@
 //! changes that). Leaves out: `pp` > 1 in SimAI files (refused), `vpp`, checkpoints.
 
 use super::graph::{CommClass, GroupSet, StepGraph, Task, TaskKind};
-use crate::collective::CollectiveOp;
+use crate::collective::{op_name, CollectiveOp};
 use crate::units::SimDuration;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -112,16 +112,6 @@ struct NativeTask {
 const MAX_TASKS: usize = 20_000_000;
 const MAX_BYTES: u64 = 1 << 40;
 const MAX_RANKS: u32 = 1 << 20;
-
-fn op_name(op: CollectiveOp) -> &'static str {
-    match op {
-        CollectiveOp::Allreduce => "allreduce",
-        CollectiveOp::ReduceScatter => "reduce_scatter",
-        CollectiveOp::Allgather => "allgather",
-        CollectiveOp::Broadcast => "broadcast",
-        CollectiveOp::Alltoall => "alltoall",
-    }
-}
 
 /// Builds graphs from tasks: sets keyed by (groups, op), collectives over the same groups
 /// ordered as given.
