@@ -451,14 +451,6 @@ pub struct Sim {
     ideal_cache: HashMap<(u64, bool), SimDuration>,
 }
 
-/// Servers (topology hosts without a host model) and GPUs per server.
-fn servers_of(sc: &Scenario, topo: &crate::topology::Topology) -> u32 {
-    sc.host.as_ref().map_or(topo.hosts(), |h| h.servers)
-}
-fn gpus_of(sc: &Scenario) -> u32 {
-    sc.host.as_ref().map_or(1, |h| h.gpus_per_host)
-}
-
 /// Follow-ups of a requester's completions.
 #[derive(Clone, Copy, Debug)]
 enum Todo {
@@ -604,59 +596,8 @@ impl Sim {
                 ));
             }
         }
-        // Training jobs: their ranks, a collective run per group, their start. GPUs the
-        // jobs placed so far hold: a random placement draws around them.
-        let mut taken = vec![false; (servers_of(sc, &topo) * gpus_of(sc)) as usize];
-        let mut coll_owner = vec![None; colls.len()];
-        let mut jobs = Vec::new();
-        let net_gbps = sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
-            * topo.host_link.rate.0 as f64
-            / 8e9;
-        for (i, w) in sc.workload.iter().enumerate() {
-            if let crate::workload::Workload::Training(t) = w {
-                let ranks = crate::collective::place_job(
-                    &t.placement_collective(),
-                    sc.host.as_ref(),
-                    topo.hosts(),
-                    sc.seed,
-                    i,
-                    &taken,
-                )
-                .expect("placement checked by validation");
-                for r in &ranks {
-                    taken[(r.server * gpus_of(sc) + r.gpu) as usize] = true;
-                }
-                let job = jobs.len() as u32;
-                q.schedule(
-                    SimTime(t.start.0),
-                    Sources::WORKLOAD,
-                    Event::TrainStart { job },
-                );
-                let leaf_of = |port| topo.leaf_of(port);
-                jobs.push(training_glue::build_job(
-                    t,
-                    i as u16,
-                    ranks,
-                    &mut colls,
-                    &mut coll_owner,
-                    job,
-                    &training_glue::JobEnv {
-                        leaf_of: &leaf_of,
-                        leaves: topo.leaves,
-                        spines: topo.spines,
-                        net_gbps,
-                    },
-                ));
-            }
-        }
-        // Pipeline sends' connections come after every collective run's.
-        let base =
-            1 + colls.len() as u32 * 64 * crate::collective::defaults::MAX_QPS_PER_CONNECTION;
-        let mut next = base;
-        for g in jobs.iter_mut() {
-            g.conn_base = next;
-            next += g.run.graph.pairs.len() as u32;
-        }
+        // Training jobs: their ranks, a collective run per group, their start.
+        let (jobs, coll_owner) = training_glue::build_jobs(sc, &topo, &mut colls, &mut q);
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
         Sim {

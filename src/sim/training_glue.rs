@@ -89,6 +89,58 @@ pub(super) fn build_job(
     }
 }
 
+/// Every training item's job, in workload order: its ranks (a random placement draws
+/// around the jobs placed before it), a collective run per group (appended to `colls`)
+/// and its start on `q`; and which job and group set owns each collective run.
+pub(super) fn build_jobs(
+    sc: &crate::scenario::Scenario,
+    topo: &crate::topology::Topology,
+    colls: &mut Vec<CollectiveRun>,
+    q: &mut crate::engine::EventQueue,
+) -> (Vec<JobGlue>, Vec<Option<(u32, u32)>>) {
+    let gpus = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
+    let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
+    let mut taken = vec![false; (servers * gpus) as usize];
+    let mut owner = vec![None; colls.len()];
+    let mut jobs: Vec<JobGlue> = Vec::new();
+    let net_gbps =
+        sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64 * topo.host_link.rate.0 as f64 / 8e9;
+    let leaf_of = |port| topo.leaf_of(port);
+    let env = JobEnv {
+        leaf_of: &leaf_of,
+        leaves: topo.leaves,
+        spines: topo.spines,
+        net_gbps,
+    };
+    for (i, w) in sc.workload.iter().enumerate() {
+        let crate::workload::Workload::Training(t) = w else {
+            continue;
+        };
+        let c = t.placement_collective();
+        let ranks =
+            crate::collective::place_job(&c, sc.host.as_ref(), topo.hosts(), sc.seed, i, &taken)
+                .expect("placement checked by validation");
+        for r in &ranks {
+            taken[(r.server * gpus + r.gpu) as usize] = true;
+        }
+        let job = jobs.len() as u32;
+        q.schedule(
+            SimTime(t.start.0),
+            Sources::WORKLOAD,
+            Event::TrainStart { job },
+        );
+        jobs.push(build_job(t, i as u16, ranks, colls, &mut owner, job, &env));
+    }
+    // Pipeline sends' connections come after every collective run's.
+    let mut next =
+        1 + colls.len() as u32 * 64 * crate::collective::defaults::MAX_QPS_PER_CONNECTION;
+    for g in jobs.iter_mut() {
+        g.conn_base = next;
+        next += g.run.graph.pairs.len() as u32;
+    }
+    (jobs, owner)
+}
+
 impl Sim {
     /// Job `job` is told `input` (through `f`); what it asks for is carried out and its
     /// next wake-up scheduled.

@@ -119,3 +119,33 @@ workload:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run with a training item draws its steps as stacked bars (compute, pipeline bubble,
+/// exposed communication) from `training.csv`, a bar per step.
+#[test]
+fn training_steps_are_drawn_as_stacked_bars() {
+    let dir = std::env::temp_dir().join(format!("doorbell-train-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    run_into(
+        &dir,
+        "
+topology:
+  leaves: 1
+  spines: 1
+  hosts_per_leaf: 2
+  host_link: { rate: 100Gbps, latency: 1us }
+  fabric_link: { rate: 100Gbps, latency: 1us }
+workload:
+  - training: { model: { layers: 2, hidden: 1024, ffn_hidden: 4096, heads: 8, vocab: 0 }, parallelism: { pp: 2 }, microbatches: 2, steps: 2 }
+",
+    );
+    let csv = std::fs::read_to_string(dir.join("training.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "a row per step: {csv}");
+    doorbell::plot::plot_dir(&dir).unwrap();
+    let svg = std::fs::read_to_string(dir.join("training-step.svg")).unwrap();
+    for label in ["exposed communication", "pipeline bubble", "step 1"] {
+        assert!(svg.contains(label), "{label} missing from the chart");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

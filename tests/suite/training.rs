@@ -489,35 +489,3 @@ compare:
     assert!(shared > ecmp, "2:1 {shared} ms against 1:1 {ecmp} ms");
     // Two jobs on one GPU are refused (checked in `bad_jobs_are_refused_with_their_field`).
 }
-
-/// A run with a training item draws its step as stacked bars (compute, pipeline bubble,
-/// exposed communication) from `training.csv`.
-#[test]
-fn the_step_is_drawn_as_stacked_bars() {
-    let sc = scenario(&fabric(
-        2,
-        &format!("{{ model: {TOY}, parallelism: {{ pp: 2 }}, microbatches: 2, steps: 2 }}"),
-    ));
-    let out = doorbell::sim::run(&sc);
-    let summary = doorbell::metrics::summarize(&sc, &out);
-    let dir = std::env::temp_dir().join(format!("doorbell-train-plot-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    doorbell::report::write_files(
-        &dir,
-        &sc,
-        &out,
-        &summary,
-        &doorbell::metrics::PerfReport::new(&out),
-        false,
-    )
-    .unwrap();
-    let csv = std::fs::read_to_string(dir.join("training.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 3, "a row per step: {csv}");
-    doorbell::plot::plot_dir(&dir).unwrap();
-    let svg = std::fs::read_to_string(dir.join("training-step.svg")).unwrap();
-    for label in ["exposed communication", "pipeline bubble", "step 1"] {
-        assert!(svg.contains(label), "{label} missing from the chart");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
