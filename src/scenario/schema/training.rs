@@ -13,6 +13,7 @@ pub struct TrainingSpec {
     pub name: Option<String>,
     /// A named shape (`llama3-8b`, `llama3-70b`, `mixtral-8x7b`, `gpt3-175b`) or
     /// `{ preset, layers, hidden, ... }`.
+    #[serde(deserialize_with = "model_spec")]
     pub model: ModelSpec,
     pub parallelism: ParallelismSpec,
     /// Microbatches per step per pipeline (gradient accumulation); default 1.
@@ -81,17 +82,28 @@ pub struct GpuSpec {
 }
 
 /// A model: a preset's name, or a shape (a preset's with changes, or every field).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ModelSpec {
+    #[serde(default)]
     pub preset: Option<String>,
+    #[serde(default)]
     pub layers: Option<u32>,
+    #[serde(default)]
     pub hidden: Option<u64>,
+    #[serde(default)]
     pub ffn_hidden: Option<u64>,
+    #[serde(default)]
     pub heads: Option<u32>,
+    #[serde(default)]
     pub kv_heads: Option<u32>,
+    #[serde(default)]
     pub vocab: Option<u64>,
+    #[serde(default)]
     pub gated_mlp: Option<bool>,
+    #[serde(default)]
     pub experts: Option<u32>,
+    #[serde(default)]
     pub top_k: Option<u32>,
 }
 
@@ -99,63 +111,25 @@ pub struct ModelSpec {
 pub const MODEL_FIELDS: &str =
     "layers, hidden, ffn_hidden, heads, kv_heads, vocab, gated_mlp, experts, top_k";
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ModelMapSpec {
-    #[serde(default)]
-    preset: Option<String>,
-    #[serde(default)]
-    layers: Option<u32>,
-    #[serde(default)]
-    hidden: Option<u64>,
-    #[serde(default)]
-    ffn_hidden: Option<u64>,
-    #[serde(default)]
-    heads: Option<u32>,
-    #[serde(default)]
-    kv_heads: Option<u32>,
-    #[serde(default)]
-    vocab: Option<u64>,
-    #[serde(default)]
-    gated_mlp: Option<bool>,
-    #[serde(default)]
-    experts: Option<u32>,
-    #[serde(default)]
-    top_k: Option<u32>,
-}
-
-impl<'de> Deserialize<'de> for ModelSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ModelSpec;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                write!(f, "a model name or `{{ preset, {MODEL_FIELDS} }}`")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<ModelSpec, E> {
-                Ok(ModelSpec {
-                    preset: Some(s.to_string()),
-                    ..ModelSpec::default()
-                })
-            }
-            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ModelSpec, A::Error> {
-                let f = ModelMapSpec::deserialize(de::value::MapAccessDeserializer::new(m))?;
-                Ok(ModelSpec {
-                    preset: f.preset,
-                    layers: f.layers,
-                    hidden: f.hidden,
-                    ffn_hidden: f.ffn_hidden,
-                    heads: f.heads,
-                    kv_heads: f.kv_heads,
-                    vocab: f.vocab,
-                    gated_mlp: f.gated_mlp,
-                    experts: f.experts,
-                    top_k: f.top_k,
-                })
-            }
+/// `model:` as a preset's name or as the map (`ModelSpec`).
+fn model_spec<'de, D: Deserializer<'de>>(d: D) -> Result<ModelSpec, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = ModelSpec;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a model name or `{{ preset, {MODEL_FIELDS} }}`")
         }
-        d.deserialize_any(V)
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<ModelSpec, E> {
+            Ok(ModelSpec {
+                preset: Some(s.to_string()),
+                ..ModelSpec::default()
+            })
+        }
+        fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ModelSpec, A::Error> {
+            ModelSpec::deserialize(de::value::MapAccessDeserializer::new(m))
+        }
     }
+    d.deserialize_any(V)
 }
 
 /// What a compare set may change in the scenario's training items.
