@@ -52,6 +52,22 @@ pub fn validate_cmd(scenario: &Path, set: Vec<String>) -> ExitCode {
                 },
                 footprint::EVENTS_PER_SECOND / 1e6
             );
+            let rc = match &sc.transport {
+                scenario::Transport::Rc(r) => Some(r.params),
+                scenario::Transport::Raw => None,
+            };
+            outln!(
+                "watchdog stops a run with only timers left after {:.3} s of simulated time without progress ({})",
+                sc.watchdog
+                    .unwrap_or_else(|| doorbell::sim::watchdog::default_bound(rc.as_ref()))
+                    .0 as f64
+                    / 1e12,
+                if sc.watchdog.is_some() {
+                    "the scenario's `watchdog`"
+                } else {
+                    "default: twice the longest a queue pair waits before it fails, at least 1 s"
+                }
+            );
             if w.events > footprint::LARGE_RUN_EVENTS {
                 eprintln!(
                     "warning: a large run (about {:.1e} events): shorten it (`duration`, Poisson `until`, fewer iterations or sizes) or run it on a big machine",

@@ -188,6 +188,17 @@ impl EventQueue {
         Some((t, e.event))
     }
 
+    /// Time of the earliest pending event that `pred` accepts: a scan of the whole
+    /// queue, for rare questions (the watchdog's), never per event.
+    pub fn earliest_where(&self, pred: impl Fn(&Event) -> bool) -> Option<SimTime> {
+        self.heap
+            .iter()
+            .filter(|e| pred(&e.event))
+            .map(|e| e.key)
+            .min()
+            .map(|k| SimTime((k >> 64) as u64))
+    }
+
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<SimTime> {
         self.heap.peek().map(|e| SimTime((e.key >> 64) as u64))

@@ -373,8 +373,17 @@ fn run(
 /// invariant a run broke.
 fn report_checks(set: Option<&str>, s: &doorbell::metrics::Summary) -> Checks {
     let at = set.map_or(String::new(), |n| format!(" (set {n})"));
-    if s.stalled {
+    if let Some(w) = &s.watchdog {
+        eprintln!(
+            "warning{at}: the watchdog stopped the run at {:.3} s of simulated time: nothing moved for {:.3} s (its bound, `watchdog`, is {:.3} s) and only timers were left; it can never finish:",
+            w.stopped_at_us / 1e6,
+            (w.stopped_at_us - w.last_progress_us) / 1e6,
+            w.bound_us / 1e6
+        );
+    } else if s.stalled {
         eprintln!("warning{at}: the run ran out of events with work left; it can never finish:");
+    }
+    if s.stalled {
         for st in &s.invariants.stalls {
             match st.flow {
                 Some(f) => eprintln!("  flow {f}: {}", st.reason),

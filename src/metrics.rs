@@ -287,6 +287,17 @@ pub struct TierSummary {
     pub drops: u64,
 }
 
+/// `summary.json` `watchdog`: where a run the watchdog stopped stood.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WatchdogSummary {
+    /// When it stopped the run, us of simulated time.
+    pub stopped_at_us: f64,
+    /// The last payload byte delivered or workload event, us.
+    pub last_progress_us: f64,
+    /// Its bound: simulated time without progress, us.
+    pub bound_us: f64,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
@@ -299,8 +310,13 @@ pub struct Summary {
     /// Simulated time at the end of the run, us.
     pub sim_time_us: f64,
     pub stopped_by_duration: bool,
-    /// The run ran out of events with flows pending (they could never finish).
+    /// The run ran out of events with flows pending (they could never finish), or the
+    /// watchdog stopped it.
     pub stalled: bool,
+    /// When the watchdog stopped the run (only timers left, nothing to come that could
+    /// move work): absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<WatchdogSummary>,
     /// The workload's flows (not a collective's transfers).
     pub flows: FlowCounts,
     /// A collective's transfers, when the workload has collectives.
@@ -681,6 +697,11 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         sim_time_us: r4(out.end.as_us_f64()),
         stopped_by_duration: out.stopped_by_duration,
         stalled: out.stalled,
+        watchdog: out.watchdog.map(|w| WatchdogSummary {
+            stopped_at_us: r4(w.at.as_us_f64()),
+            last_progress_us: r4(w.since.as_us_f64()),
+            bound_us: r4(w.bound.0 as f64 / 1e6),
+        }),
         flows: counts,
         transfers,
         fct_us: all.fct_us(),

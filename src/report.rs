@@ -489,11 +489,20 @@ pub fn render_summary(sc: &Scenario, s: &Summary, perf: &PerfReport) -> String {
         perf.peak_rss_mib
             .map_or("n/a".to_string(), |m| format!("{m:.1} MiB"))
     );
-    if s.stalled {
+    if let Some(w) = &s.watchdog {
+        let _ = writeln!(
+            o,
+            "WARNING  the watchdog stopped the run: nothing moved for {:.3} s of simulated time (bound {:.3} s) with only timers left; the pending flows can never finish",
+            (w.stopped_at_us - w.last_progress_us) / 1e6,
+            w.bound_us / 1e6
+        );
+    } else if s.stalled {
         let _ = writeln!(
             o,
             "WARNING  the run ran out of events with flows still pending: they can never finish"
         );
+    }
+    if s.stalled {
         for st in s.invariants.stalls.iter().take(3) {
             let who = st.flow.map_or(String::new(), |f| format!("flow {f}: "));
             let _ = writeln!(o, "         {who}{}", st.reason);

@@ -16,7 +16,8 @@
 //!   pending flow (and unfinished collective), a reason the model allows: a packet lost
 //!   under the raw transport, a loss or an out-of-order discard with `timeout: 0`
 //!   (never retransmit), a flow it waits for that failed, a collective transfer that
-//!   failed;
+//!   failed; a run the watchdog stopped (`sim::watchdog`: only timers left, nothing to
+//!   come that could move work) names each flow's queue-pair state;
 //! - `time_within_horizon`: the run ends before `units::TIME_HORIZON` (100 simulated
 //!   days; the clock's end is 213), so simulated time never wraps;
 //! - `time_advances`: no more than `sim::LIVELOCK_EVENTS` events happen at one instant
@@ -186,9 +187,18 @@ fn stall_reasons(sc: &Scenario, out: &RunOutput, r: &mut InvariantReport) {
     let mut reasons: Vec<Option<String>> = out
         .flows
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             if f.outcome != Outcome::Pending {
                 None
+            } else if out.watchdog.is_some() {
+                Some(match out.stuck.binary_search_by_key(&(i as u32), |s| s.0) {
+                    Ok(k) => out.stuck[k].1.clone(),
+                    Err(_) => {
+                        "the watchdog stopped the run: no payload moved and only timers were left"
+                            .to_string()
+                    }
+                })
             } else if (raw || f.raw) && f.packets_dropped > 0 {
                 Some("a packet of it was lost and bare packets are never resent".to_string())
             } else if raw && lost_any {
@@ -251,7 +261,18 @@ fn stall_reasons(sc: &Scenario, out: &RunOutput, r: &mut InvariantReport) {
         if res.complete {
             continue;
         }
-        if coll_failed || (lost_any && (raw || never_retransmit)) || (never_retransmit && discarded)
+        if let Some(w) = out.watchdog {
+            r.stalls.push(Stall {
+                flow: None,
+                reason: format!(
+                    "collective {c}: the watchdog stopped the run at {:.3} s: nothing moved for {:.3} s",
+                    w.at.0 as f64 / 1e12,
+                    (w.at.0 - w.since.0) as f64 / 1e12
+                ),
+            });
+        } else if coll_failed
+            || (lost_any && (raw || never_retransmit))
+            || (never_retransmit && discarded)
         {
             r.stalls.push(Stall {
                 flow: None,

@@ -143,6 +143,9 @@ pub struct Scenario {
     pub name: String,
     pub seed: u64,
     pub duration: Option<SimDuration>,
+    /// Simulated time without progress after which the watchdog stops a run whose only
+    /// events left are timers (`sim::watchdog`); `None`: its default for the transport.
+    pub watchdog: Option<SimDuration>,
     pub topology: Topology,
     pub switch: SwitchConfig,
     pub routing: RoutingConfig,

@@ -43,6 +43,11 @@ pub struct ScenarioFile {
     /// Simulated time after which the run stops; default: run until all work completes.
     #[serde(default)]
     pub duration: Option<Duration>,
+    /// Simulated time without progress (no payload delivered, no workload event) after
+    /// which a run with only timers left is stopped as stuck; default: twice the longest
+    /// a queue pair waits before it fails, at least 1 s.
+    #[serde(default)]
+    pub watchdog: Option<Duration>,
     pub topology: TopologySpec,
     #[serde(default, deserialize_with = "null_default")]
     pub switch: SwitchSpec,

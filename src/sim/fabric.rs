@@ -301,6 +301,7 @@ impl Sim {
         // The switch has the packet once its tail is in (cut-through hands it over at
         // the head).
         let at = tail.max(now);
+        self.delivered_total += p.payload as u64;
         let f = &mut self.flows[p.flow as usize];
         f.delivered += p.payload as u64;
         if f.delivered == f.def.size && f.finish.is_none() {

@@ -51,6 +51,7 @@ pub mod footprint;
 mod host_glue;
 mod training_glue;
 mod transport;
+pub mod watchdog;
 pub use crate::components::host::{
     HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
     CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,
@@ -313,8 +314,15 @@ pub struct RunOutput {
     /// [`set_memory_budget`] (bytes it had then): its results are not whole.
     pub out_of_memory: Option<u64>,
     /// The run ran out of events with flows still pending (nothing could ever move them
-    /// again): a stall, which should not happen in a healthy scenario.
+    /// again), or the watchdog stopped it: a stall, which should not happen in a
+    /// healthy scenario.
     pub stalled: bool,
+    /// The watchdog stopped the run: only timers were left and nothing could move work
+    /// again (`sim::watchdog`).
+    pub watchdog: Option<watchdog::WatchdogStop>,
+    /// For a run the watchdog stopped: each pending flow (ascending) and its queue
+    /// pair's state, as the reason it is stuck.
+    pub stuck: Vec<(FlowId, String)>,
     pub events: u64,
     pub peak_packets_in_flight: u32,
     pub rc: Option<RcTotals>,
@@ -449,6 +457,9 @@ pub struct Sim {
     gpu_link_free: Vec<SimTime>,
     gpus_per_server: u32,
     ideal_cache: HashMap<(u64, bool), SimDuration>,
+    /// Payload bytes delivered so far, every flow and transfer (the watchdog's progress).
+    delivered_total: u64,
+    watchdog: watchdog::Watchdog,
 }
 
 /// Follow-ups of a requester's completions.
@@ -600,6 +611,9 @@ impl Sim {
         let (jobs, coll_owner) = training_glue::build_jobs(sc, &topo, &mut colls, &mut q);
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
+        let watchdog_bound = sc
+            .watchdog
+            .unwrap_or_else(|| watchdog::default_bound(rc.as_ref().map(|r| &r.params)));
         Sim {
             jobs,
             coll_owner,
@@ -646,6 +660,8 @@ impl Sim {
                 0
             },
             cc_totals: CcTotals::default(),
+            delivered_total: 0,
+            watchdog: watchdog::Watchdog::new(watchdog_bound),
             samples: Vec::new(),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
@@ -682,6 +698,7 @@ impl Sim {
         let (mut instant, mut still) = (SimTime::MAX, 0u64);
         let mut livelock = false;
         let mut out_of_memory = None;
+        let mut watchdog_stop = None;
         let budget = MEMORY_BUDGET.get().copied();
         while let Some(t) = self.q.peek_time() {
             if t > limit {
@@ -704,6 +721,19 @@ impl Sim {
                         self.sc.duration.map(|d| SimTime(d.0)),
                         self.q.events_processed(),
                     );
+                }
+                // Only timers left, and nothing to come that could move work: stuck.
+                let q = &self.q;
+                let verdict = self.watchdog.check(t, self.delivered_total, || {
+                    q.earliest_where(watchdog::moves_work)
+                });
+                if let watchdog::Verdict::Stuck { since } = verdict {
+                    watchdog_stop = Some(watchdog::WatchdogStop {
+                        since,
+                        at: t,
+                        bound: self.watchdog.bound(),
+                    });
+                    break;
                 }
                 // Memory grows with the run (collective transfers, flows started): stop
                 // cleanly before the system kills the process.
@@ -801,6 +831,9 @@ impl Sim {
             };
             if acted {
                 last = now;
+                if watchdog::moves_work(&ev) {
+                    self.watchdog.progress(now);
+                }
             }
         }
         let end = if stopped { limit } else { last };
@@ -817,6 +850,10 @@ impl Sim {
             }
             t
         });
+        let stuck = match watchdog_stop {
+            Some(w) => self.stuck_reasons(w),
+            None => Vec::new(),
+        };
         let stalled = !stopped
             && !livelock
             && out_of_memory.is_none()
@@ -837,6 +874,8 @@ impl Sim {
             livelock,
             out_of_memory,
             stalled,
+            watchdog: watchdog_stop,
+            stuck,
             rc,
             faults: self.fault_totals,
             cc: self.cc_totals,
@@ -852,6 +891,57 @@ impl Sim {
                 .collect(),
             training: self.jobs.iter().map(|j| j.run.result()).collect(),
         }
+    }
+
+    /// Each pending flow of a run the watchdog stopped, with what its queue pair was
+    /// doing: the reason it is stuck.
+    fn stuck_reasons(&self, w: watchdog::WatchdogStop) -> Vec<(FlowId, String)> {
+        let quiet = (w.at.0 - w.since.0) as f64 / 1e12;
+        let rc = self.rc.as_ref().map(|r| r.params);
+        let mut out = Vec::new();
+        // The first few, as the report lists them; the rest get the watchdog's reason
+        // without their queue pair's.
+        for (i, f) in self.flows.iter().enumerate() {
+            if out.len() == 20 {
+                break;
+            }
+            if f.outcome != Outcome::Pending || !f.started {
+                continue;
+            }
+            let qp = self
+                .qps
+                .get(f.qp as usize)
+                .filter(|q| f.qp != NO_QP && q.gen == f.qp_gen && !q.dead);
+            let why = match (qp, rc) {
+                (Some(q), Some(p)) => {
+                    let st = &q.req.stats;
+                    let forever = if p.rnr_retry == 7 {
+                        " (rnr_retry 7 retries forever)"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left: its queue pair {} -> {} had {} RNR NAKs{forever}, {} local ACK timeouts and {} sequence NAKs; {} of {} B delivered",
+                        w.bound.0 as f64 / 1e12,
+                        q.src,
+                        q.dst,
+                        st.rnr_naks,
+                        st.timeouts,
+                        st.seq_naks,
+                        f.delivered,
+                        f.def.size
+                    )
+                }
+                _ => format!(
+                    "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left; {} of {} B delivered",
+                    w.bound.0 as f64 / 1e12,
+                    f.delivered,
+                    f.def.size
+                ),
+            };
+            out.push((i as FlowId, why));
+        }
+        out
     }
 
     fn kick(&mut self, now: SimTime, host: u32) {

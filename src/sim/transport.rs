@@ -537,6 +537,7 @@ impl Sim {
         let sent_at = self.timestamps.then(|| self.pool.sent_at(pkt));
         self.pool.free(pkt);
         if self.rc.is_none() || self.flows[p.flow as usize].raw {
+            self.delivered_total += p.payload as u64;
             let f = &mut self.flows[p.flow as usize];
             f.delivered += p.payload as u64;
             if f.delivered == f.def.size {
@@ -597,6 +598,7 @@ impl Sim {
                 let got = self.qps[slot as usize]
                     .req
                     .handle_read_response(now, p.psn, p.payload);
+                self.delivered_total += got as u64;
                 let f = &mut self.flows[p.flow as usize];
                 f.delivered += got as u64;
                 self.after_requester_input(now, slot);
@@ -688,6 +690,7 @@ impl Sim {
             qp.resp.post_recv(1);
         }
         self.flows[p.flow as usize].delivered += a.deliver as u64;
+        self.delivered_total += a.deliver as u64;
         if a.message_done {
             self.landed(now, p.flow);
         }

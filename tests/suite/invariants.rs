@@ -148,3 +148,93 @@ workload:
     let s = summarize(&sc, &run(&sc));
     assert_eq!(s.flows.completed, 1);
 }
+
+/// The watchdog (issue 15, item 4): a run whose only events left are timers, with
+/// nothing to come that could move work, is stopped once no payload has moved for its
+/// bound, and each pending flow is named with its queue pair's state. The case is the
+/// one validation refuses above (a SEND that meets an empty receive queue with
+/// rnr_retry 7: RNR NAKs and retries for ever, IBTA 9.7.5.2.8), built past validation
+/// to stand for any path to such a loop that validation does not foresee. Without the
+/// watchdog it ran to the clock's horizon (100 simulated days: hours of wall time).
+#[test]
+fn the_watchdog_stops_a_run_that_only_retries_and_names_why() {
+    let yaml = "
+topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+transport: { rc: { operation: send, recv_queue_depth: 1, rnr_retry: 7, min_rnr_timer: 12 } }
+workload:
+  - flows: [ { src: 0, dst: 1, size: 64KB } ]
+";
+    let starved = |yaml: &str| {
+        let mut sc = scenario(yaml);
+        match &mut sc.transport {
+            doorbell::scenario::Transport::Rc(rc) => rc.recv_queue_depth = 0,
+            doorbell::scenario::Transport::Raw => unreachable!(),
+        }
+        sc
+    };
+    // The default bound at NCCL's timeout 20 and retry_cnt 7: 2 x 8 x 4.295 s = 68.72 s.
+    let sc = starved(yaml);
+    let out = run(&sc);
+    let w = out.watchdog.expect("the watchdog stops the run");
+    assert_eq!(w.bound, SimDuration(2 * 8 * (4_096_000 << 20)));
+    // Nothing moved from the start; it stops at its first look past the bound, within
+    // one look's worth of events (2^20 events of about 4 per 0.64 ms RNR round: 168 s).
+    assert_eq!(w.since, SimTime::ZERO);
+    let at = w.at.0 as f64 / 1e12;
+    assert!((68.72..68.72 + 170.0).contains(&at), "stopped at {at} s");
+    let s = summarize(&sc, &out);
+    assert!(s.stalled && s.invariants.held(), "{:?}", s.invariants);
+    assert_eq!(s.flows.completed, 0);
+    let st = &s.invariants.stalls;
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0].flow, Some(0));
+    assert!(
+        st[0]
+            .reason
+            .contains("RNR NAKs (rnr_retry 7 retries forever)")
+            && st[0].reason.contains("0 of 64000 B delivered"),
+        "{}",
+        st[0].reason
+    );
+    let w = s.watchdog.as_ref().expect("summary.json says so");
+    assert_eq!(w.bound_us, 68_719_476.736);
+    // A bound of its own: stopped just past it.
+    let sc = starved(&format!("watchdog: 20ms\n{yaml}"));
+    let out = run(&sc);
+    let w = out.watchdog.expect("stopped");
+    let at = w.at.0 as f64 / 1e9;
+    assert!((20.0..20.0 + 170_000.0).contains(&at), "stopped at {at} ms");
+    // A flow still to start, far beyond the bound, is work to come: the run is not
+    // stopped while it waits, and the late flow's own stall is caught after it starts.
+    let late = yaml.replace(
+        "size: 64KB } ]",
+        "size: 64KB }, { src: 1, dst: 0, size: 64KB, start: 300s } ]",
+    );
+    let sc = starved(&format!("watchdog: 20ms\n{late}"));
+    let out = run(&sc);
+    let w = out.watchdog.expect("stopped");
+    assert!(
+        w.since.0 >= 300_000_000_000_000,
+        "last progress {:?}",
+        w.since
+    );
+    assert_eq!(out.flows[1].outcome, doorbell::sim::Outcome::Pending);
+    // A healthy run is never stopped (nor is a dead link detected after 34.4 s of
+    // timeouts: `reference::rc_dead_link` keeps rc-dead-link's results byte-identical).
+    let sc = scenario(yaml);
+    assert!(run(&sc).watchdog.is_none());
+}
+
+/// `watchdog` takes a positive duration.
+#[test]
+fn the_watchdog_bound_must_be_a_positive_duration() {
+    let base = "
+topology: { leaves: 1, spines: 0, hosts_per_leaf: 2, host_link: { rate: 100Gbps } }
+workload:
+  - flows: [ { src: 0, dst: 1, size: 64KB } ]
+";
+    let e = rejected(&format!("watchdog: 0s\n{base}"));
+    assert!(e.contains("watchdog: expected a positive duration"), "{e}");
+    let e = rejected(&format!("watchdog: 5\n{base}"));
+    assert!(e.contains("watchdog") && e.contains("unit"), "{e}");
+}

@@ -150,6 +150,13 @@ pub fn resolve_document(
     if let Some(d) = duration {
         check_time("duration", d)?;
     }
+    let watchdog = f.watchdog.map(|d| d.0);
+    if watchdog == Some(SimDuration::ZERO) {
+        return err("watchdog", "expected a positive duration, found 0");
+    }
+    if let Some(d) = watchdog {
+        check_time("watchdog", d)?;
+    }
     let (workload, postings) = workload::resolve(
         &f.workload,
         &topology,
@@ -226,6 +233,7 @@ pub fn resolve_document(
         name: f.name.clone().unwrap_or_else(|| stem.to_string()),
         seed: f.seed,
         duration,
+        watchdog,
         topology,
         switch,
         routing: routing::resolve(&f.routing)?,
