@@ -25,7 +25,7 @@ pub fn validate_cmd(scenario: &Path, set: Vec<String>) -> ExitCode {
                 f.queue_pairs,
                 if f.transfers > 0.0 {
                     format!(
-                        "; collectives up to {} more ({:.0} transfers at most)",
+                        "; collectives up to {} more ({:.0} transfer records held at most)",
                         footprint::human(f.bytes_at_most() - f.bytes_at_least()),
                         f.transfers
                     )

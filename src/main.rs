@@ -340,6 +340,10 @@ fn run(
     transfers: bool,
 ) -> anyhow::Result<Checks> {
     let dir = claimed.path();
+    if transfers {
+        // A row per transfer: keep their records (they retire otherwise).
+        doorbell::sim::retire::set_keep_transfer_records();
+    }
     if !sc.compare.is_empty() {
         return run_compare(sc, dir, quiet, plot, transfers);
     }

@@ -483,9 +483,16 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
     let mut all = FctAcc::new();
     let mut buckets: Vec<(FctAcc, u64, u64)> =
         SIZE_BUCKETS.iter().map(|_| (FctAcc::new(), 0, 0)).collect();
-    let mut transfers: Option<TransferCounts> = None;
+    // Transfers retired during the run (`sim::retire`) count as they left.
+    let r = &out.retired;
+    let mut transfers: Option<TransferCounts> = (r.count > 0).then_some(TransferCounts {
+        count: r.count,
+        completed: r.count,
+        payload_bytes: r.payload_bytes,
+        delivered_bytes: r.delivered_bytes,
+    });
     // Every byte the fabric delivered, flows' and transfers' (aggregate goodput).
-    let mut all_delivered = 0u64;
+    let mut all_delivered = r.delivered_bytes;
     let mut counts = FlowCounts {
         count: out.flows.iter().filter(|f| f.coll.is_none()).count() as u64,
         completed: 0,
@@ -496,9 +503,9 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
     };
     let mut per_flow_gbps = Vec::new();
     let mut unfinished_transfers = false;
-    let mut first_start: Option<u64> = None;
-    let mut last_delivery = 0u64;
-    let mut packets_sent = 0u64;
+    let mut first_start: Option<u64> = r.first_start;
+    let mut last_delivery = r.last_delivery;
+    let mut packets_sent = r.packets_sent;
     for f in &out.flows {
         packets_sent += f.packets_sent as u64;
         all_delivered += f.delivered;
@@ -788,7 +795,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
         host: out
             .host
             .as_ref()
-            .map(|h| host::summarize_host(h, &out.flows)),
+            .map(|h| host::summarize_host(h, &out.flows, out.retired.host.as_ref())),
         collectives: out
             .collectives
             .iter()

@@ -244,6 +244,18 @@ impl PacketPool {
     }
 
     /// Packets allocated and not yet freed.
+    /// Calls `f` on every packet in use (a scan of the pool: for rare questions, never
+    /// per packet).
+    pub fn for_each_live(&self, mut f: impl FnMut(&Packet)) {
+        let mut free = vec![false; self.slots.len()];
+        for &id in &self.free {
+            free[id as usize] = true;
+        }
+        for (p, _) in self.slots.iter().zip(&free).filter(|(_, &fr)| !fr) {
+            f(p);
+        }
+    }
+
     pub fn live(&self) -> u32 {
         self.live
     }

@@ -137,7 +137,8 @@ fn write_flows_csv(
         };
         writeln!(
             w,
-            "{i},{},{kind},{},{},{},{},{finish},{},{fct},{},{slow},{gput},{},{},{},{},{status},{}{host_cols}",
+            "{},{},{kind},{},{},{},{},{finish},{},{fct},{},{slow},{gput},{},{},{},{},{status},{}{host_cols}",
+            f.num,
             f.def.workload,
             f.def.src,
             f.def.dst,

@@ -108,6 +108,8 @@ pub struct MsgTimes {
     batch_len: u32,
     /// Posting mode index and whether its data is staged.
     pub mode: PostingMode,
+    /// The sender's CQE is on its way or not yet handled.
+    send_open: bool,
     msg: Message,
 }
 
@@ -375,15 +377,51 @@ impl HostPipeline {
         self.msgs[flow as usize].msg
     }
 
-    /// A message added during the run (a collective's transfer); its id is the next.
-    pub fn add_message(&mut self, msg: Message) {
-        self.msgs.push(MsgTimes {
+    fn new_record(&self, msg: Message) -> MsgTimes {
+        MsgTimes {
             t: [u64::MAX; 10],
             next_in_batch: NONE,
             batch_len: 0,
             mode: self.cfg.posting,
+            send_open: false,
             msg,
-        });
+        }
+    }
+
+    /// A message added during the run (a collective's transfer); its id is the next.
+    pub fn add_message(&mut self, msg: Message) {
+        let m = self.new_record(msg);
+        self.msgs.push(m);
+    }
+
+    /// A message added during the run in the slot of a retired one (`sim::retire`).
+    pub fn set_message(&mut self, flow: FlowId, msg: Message) {
+        self.msgs[flow as usize] = self.new_record(msg);
+    }
+
+    /// Both ends are done with `flow`: its receiver's completion handled, and its
+    /// sender's CQE, if one was written, handled too. Nothing of the pipeline names it
+    /// again.
+    pub fn is_closed(&self, flow: FlowId) -> bool {
+        let m = &self.msgs[flow as usize];
+        m.done() && !m.send_open
+    }
+
+    pub fn cfg(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    pub fn message(&self, flow: FlowId) -> &MsgTimes {
+        &self.msgs[flow as usize]
+    }
+
+    /// The message records, taken out (to be put back reordered, `put_messages`).
+    pub fn take_messages(&mut self) -> Vec<MsgTimes> {
+        std::mem::take(&mut self.msgs)
+    }
+
+    pub fn put_messages(&mut self, msgs: Vec<MsgTimes>) {
+        self.msgs = msgs;
     }
 
     /// A message with no posting side (sent by a switch) starts at `t`: every stage up
@@ -768,6 +806,7 @@ impl HostPipeline {
     /// The requester's WRITE or SEND completed (its ACK arrived).
     pub fn send_completed(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
         let msg = self.msg(flow);
+        self.msgs[flow as usize].send_open = true;
         let at = now + self.cqe_latency(msg.src, msg.workload, false);
         out.push(HostAction::Wake {
             at,
@@ -905,6 +944,7 @@ impl HostPipeline {
     /// its copy back into GPU memory.
     fn notified(&mut self, at: SimTime, flow: FlowId, recv: bool, out: &mut Vec<HostAction>) {
         if !recv {
+            self.msgs[flow as usize].send_open = false;
             return;
         }
         let msg = self.msg(flow);

@@ -137,36 +137,157 @@ pub fn cpu_ps_per_host(h: &HostOutput) -> Vec<[u64; 5]> {
         .collect()
 }
 
-/// Count, mean, p99 (us) and rate of a set of done messages.
-fn latency_of<'a>(msgs: impl Iterator<Item = &'a crate::sim::MsgTimes>) -> (u64, f64, f64, f64) {
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 1 << 50, 3).expect("hist");
-    let (mut n, mut sum) = (0u64, 0u128);
-    let (mut first, mut last) = (u64::MAX, 0u64);
-    for m in msgs.filter(|m| m.done()) {
-        let lat = m.t[T_DONE] - m.t[T_START];
-        hist.saturating_record(lat.div_ceil(1000).max(1));
-        sum += lat as u128;
-        n += 1;
-        first = first.min(m.t[T_DONE]);
-        last = last.max(m.t[T_DONE]);
-    }
-    if n == 0 {
-        return (0, 0.0, 0.0, 0.0);
-    }
-    let rate = if n >= 2 && last > first {
-        r4((n - 1) as f64 / ((last - first) as f64 / 1e12))
-    } else {
-        0.0
-    };
-    (
-        n,
-        r4(sum as f64 / n as f64 / 1e6),
-        r4(hist.value_at_quantile(0.99) as f64 / 1e3),
-        rate,
-    )
+fn latency_hist() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 1 << 50, 3).expect("hist")
 }
 
-pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSummary {
+/// Count, sum, p99 and rate of a set of done messages' latencies, folded one message at
+/// a time in any order (integer sums, a histogram, min and max).
+#[derive(Debug, Clone)]
+struct LatencyAcc {
+    hist: Histogram<u64>,
+    n: u64,
+    sum: u128,
+    first: u64,
+    last: u64,
+}
+
+impl LatencyAcc {
+    fn new() -> LatencyAcc {
+        LatencyAcc {
+            hist: latency_hist(),
+            n: 0,
+            sum: 0,
+            first: u64::MAX,
+            last: 0,
+        }
+    }
+
+    fn add(&mut self, m: &crate::sim::MsgTimes) {
+        if !m.done() {
+            return;
+        }
+        let lat = m.t[T_DONE] - m.t[T_START];
+        self.hist.saturating_record(lat.div_ceil(1000).max(1));
+        self.sum += lat as u128;
+        self.n += 1;
+        self.first = self.first.min(m.t[T_DONE]);
+        self.last = self.last.max(m.t[T_DONE]);
+    }
+
+    /// Count, mean (us), p99 (us) and rate (messages/s).
+    fn finish(&self) -> (u64, f64, f64, f64) {
+        let n = self.n;
+        if n == 0 {
+            return (0, 0.0, 0.0, 0.0);
+        }
+        let rate = if n >= 2 && self.last > self.first {
+            r4((n - 1) as f64 / ((self.last - self.first) as f64 / 1e12))
+        } else {
+            0.0
+        };
+        (
+            n,
+            r4(self.sum as f64 / n as f64 / 1e6),
+            r4(self.hist.value_at_quantile(0.99) as f64 / 1e3),
+            rate,
+        )
+    }
+}
+
+/// A workload item's messages: their latencies and the servers they touched.
+#[derive(Debug, Clone)]
+struct WorkloadAcc {
+    lat: LatencyAcc,
+    used: Vec<bool>,
+}
+
+/// Everything `summarize_host` reads of the messages, folded one message at a time in
+/// any order, so that messages retired during a run (a collective's transfers,
+/// `sim::retire`) and those still held at its end give the same figures as one pass
+/// over all of them.
+#[derive(Debug, Clone)]
+pub struct MsgAcc {
+    total: Histogram<u64>,
+    total_sum: u128,
+    total_max: u64,
+    stage_hist: Vec<Histogram<u64>>,
+    stage_sum: [u128; 9],
+    first_done: u64,
+    last_done: u64,
+    n: u64,
+    /// Per workload item seen (`None`: no message of it yet).
+    by_workload: Vec<Option<WorkloadAcc>>,
+}
+
+impl Default for MsgAcc {
+    fn default() -> Self {
+        MsgAcc::new()
+    }
+}
+
+impl MsgAcc {
+    pub fn new() -> MsgAcc {
+        MsgAcc {
+            total: latency_hist(),
+            total_sum: 0,
+            total_max: 0,
+            stage_hist: STAGES.iter().map(|_| latency_hist()).collect(),
+            stage_sum: [0; 9],
+            first_done: u64::MAX,
+            last_done: 0,
+            n: 0,
+            by_workload: Vec::new(),
+        }
+    }
+
+    /// Folds `f`'s message `m`; `nics` NIC ports, servers and wiring from `cfg`.
+    pub fn add(
+        &mut self,
+        cfg: &HostConfig,
+        nics: usize,
+        f: &crate::sim::FlowState,
+        m: &crate::sim::MsgTimes,
+    ) {
+        let w = f.def.workload as usize;
+        if self.by_workload.len() <= w {
+            self.by_workload.resize(w + 1, None);
+        }
+        let acc = self.by_workload[w].get_or_insert_with(|| WorkloadAcc {
+            lat: LatencyAcc::new(),
+            used: vec![false; cfg.servers as usize],
+        });
+        acc.lat.add(m);
+        // Switches (in-network aggregation endpoints) are not hosts.
+        for end in [f.def.src, f.def.dst] {
+            if (end as usize) < nics {
+                acc.used[cfg.server_of(end) as usize] = true;
+            }
+        }
+        if !m.done() {
+            return;
+        }
+        let lat = m.t[T_DONE] - m.t[T_START];
+        self.total.saturating_record(lat.div_ceil(1000).max(1));
+        self.total_sum += lat as u128;
+        self.total_max = self.total_max.max(lat);
+        for (i, hs) in self.stage_hist.iter_mut().enumerate() {
+            let d = m.t[i + 1] - m.t[i];
+            self.stage_sum[i] += d as u128;
+            hs.saturating_record(d.div_ceil(1000).max(1));
+        }
+        self.first_done = self.first_done.min(m.t[T_DONE]);
+        self.last_done = self.last_done.max(m.t[T_DONE]);
+        self.n += 1;
+    }
+}
+
+/// `retired`: the messages retired during the run (`RunOutput::retired`), if any.
+pub fn summarize_host(
+    h: &HostOutput,
+    flows: &[crate::sim::FlowState],
+    retired: Option<&MsgAcc>,
+) -> HostSummary {
     let cfg = &h.cfg;
     let servers = by_server(h);
     let hosts = servers.len();
@@ -206,66 +327,43 @@ pub fn summarize_host(h: &HostOutput, flows: &[crate::sim::FlowState]) -> HostSu
     let mean = |v: &[f64]| r4(v.iter().sum::<f64>() / v.len().max(1) as f64);
     let max = |v: &[f64]| r4(v.iter().copied().fold(0.0, f64::max));
 
-    // Latency and its stages over the messages that are done.
-    let done: Vec<&crate::sim::MsgTimes> = h.msgs.iter().filter(|m| m.done()).collect();
-    let hist = || Histogram::<u64>::new_with_bounds(1, 1 << 50, 3).expect("hist");
-    let mut total = hist();
-    let (mut total_sum, mut total_max) = (0u128, 0u64);
-    let mut stage_hist: Vec<Histogram<u64>> = STAGES.iter().map(|_| hist()).collect();
-    let mut stage_sum = [0u128; 9];
-    let (mut first_done, mut last_done) = (u64::MAX, 0u64);
-    for m in &done {
-        let lat = m.t[T_DONE] - m.t[T_START];
-        total.saturating_record(lat.div_ceil(1000).max(1));
-        total_sum += lat as u128;
-        total_max = total_max.max(lat);
-        for (i, hs) in stage_hist.iter_mut().enumerate() {
-            let d = m.t[i + 1] - m.t[i];
-            stage_sum[i] += d as u128;
-            hs.saturating_record(d.div_ceil(1000).max(1));
-        }
-        first_done = first_done.min(m.t[T_DONE]);
-        last_done = last_done.max(m.t[T_DONE]);
+    // Latency and its stages over the messages that are done: those retired during the
+    // run, folded then, and those held at its end.
+    let mut acc = retired.cloned().unwrap_or_default();
+    for (f, m) in flows.iter().zip(&h.msgs) {
+        acc.add(cfg, h.nics.len(), f, m);
     }
-    let n = done.len() as u64;
+    let MsgAcc {
+        total,
+        total_sum,
+        total_max,
+        stage_hist,
+        stage_sum,
+        first_done,
+        last_done,
+        n,
+        by_workload,
+    } = acc;
     let messages_per_s = if n >= 2 && last_done > first_done {
         r4((n - 1) as f64 / ((last_done - first_done) as f64 / 1e12))
     } else {
         0.0
     };
-    let items = flows
-        .iter()
-        .map(|f| f.def.workload)
-        .max()
-        .map_or(0, |w| w + 1);
-    let by_workload = (0..items)
-        .filter_map(|w| {
-            let mine = || {
-                flows
-                    .iter()
-                    .zip(&h.msgs)
-                    .filter(move |(f, _)| f.def.workload == w)
-            };
-            mine().next()?;
-            let (messages, mean, p99, rate) = latency_of(mine().map(|(_, m)| m));
-            let mut used = vec![false; hosts];
-            for (f, _) in mine() {
-                // Switches (in-network aggregation endpoints) are not hosts.
-                for end in [f.def.src, f.def.dst] {
-                    if (end as usize) < h.nics.len() {
-                        used[cfg.server_of(end) as usize] = true;
-                    }
-                }
-            }
+    let by_workload = by_workload
+        .into_iter()
+        .enumerate()
+        .filter_map(|(w, a)| {
+            let a = a?;
+            let (messages, mean, p99, rate) = a.lat.finish();
             let pick = |v: &[f64]| {
                 r4(v.iter()
-                    .zip(&used)
+                    .zip(&a.used)
                     .filter(|(_, u)| **u)
                     .map(|(x, _)| *x)
                     .fold(0.0, f64::max))
             };
             Some(WorkloadHost {
-                workload: w,
+                workload: w as u16,
                 messages,
                 latency_mean_us: mean,
                 latency_p99_us: p99,

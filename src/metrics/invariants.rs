@@ -27,7 +27,7 @@
 //! the unit tests of the components cover rule by rule.
 
 use crate::scenario::{Scenario, Transport};
-use crate::sim::{Outcome, RunOutput};
+use crate::sim::{FlowState, Outcome, RunOutput};
 use serde::Serialize;
 
 /// The rules checked, in `summary.json` order.
@@ -73,6 +73,18 @@ impl InvariantReport {
     }
 }
 
+/// Whether a finished record holds every per-flow rule `check` applies to it (at any
+/// end of run at or after its finish): `sim::retire` folds only such records, so a
+/// record that breaks a rule stays for `check` to report. Keep in step with `check`.
+pub fn finished_record_holds(f: &FlowState) -> bool {
+    let Some(fin) = f.finish else { return false };
+    f.delivered <= f.def.size
+        && (f.outcome != Outcome::Completed || f.delivered == f.def.size)
+        && f.landed.is_some_and(|l| l <= fin)
+        && fin >= f.def.start
+        && fin.0 - f.def.start.0 >= f.ideal.0
+}
+
 /// Details listed per rule before the rest are counted.
 const LISTED: usize = 5;
 
@@ -97,7 +109,8 @@ pub fn check(sc: &Scenario, out: &RunOutput, dropped: u64) -> InvariantReport {
             ),
         );
     }
-    for (i, f) in out.flows.iter().enumerate() {
+    for f in &out.flows {
+        let i = f.num;
         if f.delivered > f.def.size
             || (f.outcome == Outcome::Completed && f.delivered != f.def.size)
         {
@@ -177,7 +190,7 @@ pub fn check(sc: &Scenario, out: &RunOutput, dropped: u64) -> InvariantReport {
 fn stall_reasons(sc: &Scenario, out: &RunOutput, r: &mut InvariantReport) {
     let raw = matches!(sc.transport, Transport::Raw);
     let never_retransmit = matches!(&sc.transport, Transport::Rc(rc) if rc.params.timeout == 0);
-    let lost_any = out.flows.iter().any(|f| f.packets_dropped > 0);
+    let lost_any = out.retired.any_dropped || out.flows.iter().any(|f| f.packets_dropped > 0);
     // Plain RC discards packets that arrive out of order (per-packet routing reorders
     // them) after one sequence NAK; without a timeout a discarded tail is never resent.
     let discarded = out.rc.as_ref().is_some_and(|t| t.seq_naks > 0);
@@ -247,16 +260,17 @@ fn stall_reasons(sc: &Scenario, out: &RunOutput, r: &mut InvariantReport) {
         }
         match &reasons[i] {
             Some(reason) if r.stalls.len() < 20 => r.stalls.push(Stall {
-                flow: Some(i as u32),
+                flow: Some(f.num),
                 reason: reason.clone(),
             }),
             Some(_) => {}
             None => unexplained += 1,
         }
     }
-    let coll_failed = out.flows.iter().any(|f| {
-        f.coll.is_some() && (matches!(f.outcome, Outcome::Failed(_)) || f.packets_dropped > 0)
-    });
+    let coll_failed = out.retired.any_dropped
+        || out.flows.iter().any(|f| {
+            f.coll.is_some() && (matches!(f.outcome, Outcome::Failed(_)) || f.packets_dropped > 0)
+        });
     for (c, res) in out.collectives.iter().enumerate() {
         if res.complete {
             continue;

@@ -3,7 +3,7 @@
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
 use super::Sources;
-use super::{host_message, FlowState, Sim};
+use super::{FlowState, Sim};
 use crate::analytic::ideal_fct_on_path;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
@@ -130,17 +130,14 @@ impl Sim {
                     workload: self.colls[run as usize].workload,
                     after: None,
                 };
-                let id = self.flows.len();
-                let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, id, def);
+                let (id, num) = self.transfer_slot();
+                let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, num, def);
                 // One connection per run, channel and queue pair (at most 64 channels).
                 f.conn = 1 + (run * 64 + s.channel) * MAX_QPS + first_qp + i;
                 f.coll = Some((run, s.xfer));
                 f.no_ar = no_ar;
-                self.flows.push(f);
-                if let Some(h) = self.hostm.as_mut() {
-                    h.add_message(host_message(&def));
-                }
-                self.start_flow(now, id as u32);
+                self.put_transfer(id, f);
+                self.start_flow(now, id);
             }
         }
     }
@@ -202,14 +199,11 @@ impl Sim {
             workload,
             after: None,
         };
-        let id = self.flows.len();
-        let mut f = FlowState::with_ideal(&self.sc, id, def, ideal);
+        let (id, num) = self.transfer_slot();
+        let mut f = FlowState::with_ideal(&self.sc, num, def, ideal);
         f.raw = true;
         f.coll = Some((run, s.xfer));
-        self.flows.push(f);
-        if let Some(h) = self.hostm.as_mut() {
-            h.add_message(host_message(&def));
-        }
+        self.put_transfer(id, f);
         match port {
             None => self.start_flow(now, id as FlowId),
             Some(p) => {

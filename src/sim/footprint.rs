@@ -17,8 +17,12 @@
 //! their expected number). A collective's transfers are bounded above by the ring's count
 //! (2(n-1) steps for allreduce, n-1 otherwise, per rank, channel and loop of
 //! `channels x ranks x chunk` bytes, per size and iteration): transfers inside a host
-//! count too, so the bound can be several times the real figure. Only the exact part
-//! refuses a run; the bound warns. Left out: packets in flight and queues (bounded by
+//! count too, so the bound can be several times the real figure. Finished transfers
+//! retire as the run goes (`sim::retire`): the records held at once stay within twice
+//! one operation's (what can be in flight at most), and at least a sweep's 4,096, so a
+//! collective item counts the smaller of its transfers and that (`run --flows` keeps
+//! them all). A training item counts all its transfers (no per-operation figure). Only
+//! the exact part refuses a run; the bound warns. Left out: packets in flight and queues (bounded by
 //! buffers, a few MB), time series (their own limit), and the result files.
 
 use crate::collective::{Collective, CollectiveOp};
@@ -135,11 +139,18 @@ pub fn estimate(sc: &Scenario) -> Footprint {
             Workload::Collective(c) => {
                 let n = c.ranks.map_or(hosts, |r| r as f64);
                 let ops = (c.iters + c.warmup_iters) as f64;
-                f.transfers += c
+                let all = c
                     .sizes
                     .iter()
                     .map(|&s| ring_transfers(c, n, s) * ops)
                     .sum::<f64>();
+                let one_op = c
+                    .sizes
+                    .iter()
+                    .map(|&s| ring_transfers(c, n, s))
+                    .fold(0.0, f64::max);
+                let held = 2.0 * one_op + crate::sim::retire::SWEEP_MIN as f64;
+                f.transfers += all.min(held);
             }
             Workload::Training(t) => f.transfers += t.transfers_estimate(),
             // Point-to-point items: the flows they expand to (Poisson: expected).
@@ -257,7 +268,7 @@ pub fn check(
     let at_most = f.bytes_at_most() + extra_base;
     Ok((at_most > limit_bytes as f64).then(|| {
         format!(
-            "the run may need up to {}{times} ({:.0} collective transfers at most, {TRANSFER_BYTES:.0} B each), more than the {} {what} allows; it stops with an error if it runs out",
+            "the run may need up to {}{times} ({:.0} collective transfer records held at most, {TRANSFER_BYTES:.0} B each), more than the {} {what} allows; it stops with an error if it runs out",
             human(at_most),
             f.transfers,
             human(limit_bytes as f64)

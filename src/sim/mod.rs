@@ -49,6 +49,7 @@ mod collective_glue;
 mod fabric;
 pub mod footprint;
 mod host_glue;
+pub mod retire;
 mod training_glue;
 mod transport;
 pub mod watchdog;
@@ -113,6 +114,10 @@ pub enum Outcome {
 /// A flow's state during the run.
 #[derive(Clone, Debug)]
 pub struct FlowState {
+    /// The flow's number in the run: its index among every flow and transfer made, in
+    /// the order they were made (flows.csv's `flow`; its hash is drawn from it). The
+    /// workload's flows are `0..`, in their order; a collective's transfers follow.
+    pub num: u32,
     pub def: FlowDef,
     pub flow_hash: u32,
     /// Payload bytes already put into packets (first transmissions and retransmissions).
@@ -182,6 +187,7 @@ impl FlowState {
     /// A flow whose ideal FCT is given (one to or from a switch).
     fn with_ideal(sc: &Scenario, i: usize, def: FlowDef, ideal: SimDuration) -> FlowState {
         FlowState {
+            num: i as u32,
             def,
             flow_hash: stream_seed(sc.seed, Stream::FlowHash, i as u64, 0) as u32,
             segmented: 0,
@@ -323,6 +329,9 @@ pub struct RunOutput {
     /// For a run the watchdog stopped: each pending flow (ascending) and its queue
     /// pair's state, as the reason it is stuck.
     pub stuck: Vec<(FlowId, String)>,
+    /// What the collective transfers retired during the run left behind (`retire`):
+    /// they are no longer in `flows`.
+    pub retired: retire::RetiredTransfers,
     pub events: u64,
     pub peak_packets_in_flight: u32,
     pub rc: Option<RcTotals>,
@@ -460,6 +469,9 @@ pub struct Sim {
     /// Payload bytes delivered so far, every flow and transfer (the watchdog's progress).
     delivered_total: u64,
     watchdog: watchdog::Watchdog,
+    /// Transfer records' slots, and what retired ones left (`retire`).
+    slots: retire::Slots,
+    retired: retire::RetiredTransfers,
 }
 
 /// Follow-ups of a requester's completions.
@@ -611,6 +623,7 @@ impl Sim {
         let (jobs, coll_owner) = training_glue::build_jobs(sc, &topo, &mut colls, &mut q);
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
+        let workload_flows = flows.len();
         let watchdog_bound = sc
             .watchdog
             .unwrap_or_else(|| watchdog::default_bound(rc.as_ref().map(|r| &r.params)));
@@ -661,6 +674,8 @@ impl Sim {
             },
             cc_totals: CcTotals::default(),
             delivered_total: 0,
+            slots: retire::Slots::new(workload_flows),
+            retired: retire::RetiredTransfers::default(),
             watchdog: watchdog::Watchdog::new(watchdog_bound),
             samples: Vec::new(),
             mtu: sc.mtu,
@@ -834,8 +849,12 @@ impl Sim {
                 if watchdog::moves_work(&ev) {
                     self.watchdog.progress(now);
                 }
+                if self.sweep_due() {
+                    self.sweep(now);
+                }
             }
         }
+        self.compact_records();
         let end = if stopped { limit } else { last };
         // Cuts the live queue pairs made (their decrease checks up to the end).
         for qp in self.qps.iter_mut().filter(|q| !q.dead) {
@@ -876,6 +895,7 @@ impl Sim {
             stalled,
             watchdog: watchdog_stop,
             stuck,
+            retired: self.retired,
             rc,
             faults: self.fault_totals,
             cc: self.cc_totals,

@@ -4,7 +4,7 @@
 //! its compute as the job's own timers.
 
 use super::collective_glue::CollInput;
-use super::{host_message, FlowState, Sim, Sources};
+use super::{FlowState, Sim, Sources};
 use crate::collective::{CollectiveRun, RankLoc};
 use crate::engine::Event;
 use crate::training::graph::TaskKind;
@@ -246,16 +246,13 @@ impl Sim {
                 workload,
                 after: None,
             };
-            let id = self.flows.len();
-            let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, id, def);
+            let (id, num) = self.transfer_slot();
+            let mut f = FlowState::new(&self.sc, &self.graph, &mut self.ideal_cache, num, def);
             f.conn = conn;
             f.coll = Some((SEND_RUN_BASE + job, task));
-            self.flows.push(f);
-            if let Some(h) = self.hostm.as_mut() {
-                h.add_message(host_message(&def));
-            }
+            self.put_transfer(id, f);
             flows += 1;
-            self.todo_starts.push(id as u32);
+            self.todo_starts.push(id);
         }
         self.jobs[job as usize].run.add_parts(task, flows);
         for id in std::mem::take(&mut self.todo_starts) {

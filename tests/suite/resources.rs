@@ -114,9 +114,9 @@ sweep:
 fn a_run_that_outgrows_the_limit_stops_cleanly() {
     let d = tmpdir("outgrows");
     let sc = d.join("ring.yaml");
-    // 64 ranks, a 64 MiB ring allreduce in 64 KiB chunks: about 30 MB at its peak, where
-    // the estimate's certain part (16 MiB) passes a 16 MiB cap; the run stops once it
-    // holds more than 90% of it.
+    // 64 ranks, a 64 MiB ring allreduce in 64 KiB chunks with a row per transfer kept
+    // for flows.csv (`--flows`): about 30 MB at its peak, where the estimate's certain
+    // part (16 MiB) passes a 16 MiB cap; the run stops once it holds more than 90% of it.
     std::fs::write(
         &sc,
         "topology: { leaves: 1, spines: 0, hosts_per_leaf: 64, host_link: { rate: 100Gbps, latency: 200ns } }
@@ -127,7 +127,7 @@ workload:
     .unwrap();
     let o = bin()
         .env("DOORBELL_MEMORY_LIMIT", "16MiB")
-        .args(["run", sc.to_str().unwrap(), "--quiet", "--out"])
+        .args(["run", sc.to_str().unwrap(), "--quiet", "--flows", "--out"])
         .arg(d.join("out"))
         .output()
         .unwrap();
@@ -143,6 +143,16 @@ workload:
         !d.join("out/.doorbell.lock").exists(),
         "the lock is released"
     );
+    // Without `--flows` finished transfers retire as the run goes (issue 17): the same
+    // run peaks at about 11 MB (31 MB before, when every transfer's record stayed) and
+    // finishes under a 24 MiB cap, where keeping every record stops at 21.6 MiB.
+    let o = bin()
+        .env("DOORBELL_MEMORY_LIMIT", "24MiB")
+        .args(["run", sc.to_str().unwrap(), "--quiet", "--no-plot", "--out"])
+        .arg(d.join("out2"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -181,4 +191,88 @@ workload:
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("work     about 298 MiB of payload"), "{text}");
+}
+
+/// Issue 17, item 2: a collective's finished transfers retire as the run goes, so the
+/// records held follow what is in flight, not what already finished
+/// (`sim::retire`). 64 ranks on one leaf, a 64 MiB ring allreduce in 64 KiB chunks
+/// over 2 channels: 129,024 transfers. A ring keeps at most NCCL_STEPS = 8 per rank and
+/// channel in flight (1,024 here), so no more than one sweep's threshold (4,096) plus a
+/// burst is ever held; before, all 129,024 were.
+#[test]
+fn finished_transfers_retire_and_held_records_follow_what_is_in_flight() {
+    let sc = crate::common::scenario(
+        "topology: { leaves: 1, spines: 0, hosts_per_leaf: 64, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - collective: { op: allreduce, algorithm: ring, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0, chunk: 64KiB }
+",
+    );
+    let out = doorbell::sim::run(&sc);
+    let r = &out.retired;
+    let s = doorbell::metrics::summarize(&sc, &out);
+    let t = s.transfers.as_ref().expect("transfers");
+    assert_eq!(t.count, 129_024);
+    assert_eq!(t.completed, t.count);
+    assert!(r.count > 120_000, "{} retired", r.count);
+    assert_eq!(r.count + out.flows.len() as u64, t.count);
+    assert!(
+        (4096..4096 + 1024).contains(&r.peak_held),
+        "peak held {}",
+        r.peak_held
+    );
+    assert!(s.invariants.held(), "{:?}", s.invariants.violations);
+}
+
+/// Retiring transfers changes no figure: with the host model (its message histograms
+/// fold too) and a training job (pipeline sends and gradient buckets), every result
+/// file is byte-identical whether the records retire or are all kept (`--flows`, which
+/// also writes a row per transfer, every one of them).
+#[test]
+fn retired_transfers_leave_every_result_file_as_it_was() {
+    let d = tmpdir("retire-same");
+    let sc = d.join("s.yaml");
+    std::fs::write(
+        &sc,
+        "topology: { leaves: 2, spines: 2, hosts_per_leaf: 16, host_link: { rate: 400Gbps, latency: 500ns }, fabric_link: { rate: 400Gbps, latency: 500ns } }
+host: { gpus_per_host: 8, nics_per_host: 8, wiring: rail, posting: cpu_proxy, memory: gpu, completion: interrupt }
+workload:
+  - collective: { op: allreduce, algorithm: ring, protocol: simple, minbytes: 4MiB, maxbytes: 16MiB, iters: 2, warmup_iters: 1, ranks: 32 }
+  - flows: [ { src: 0, dst: 17, size: 1MB } ]
+",
+    )
+    .unwrap();
+    let run = |dir: &str, flows: bool| {
+        let mut c = bin();
+        c.args(["run", sc.to_str().unwrap(), "--quiet", "--no-plot", "--out"])
+            .arg(d.join(dir));
+        if flows {
+            c.arg("--flows");
+        }
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    run("retired", false);
+    run("kept", true);
+    for f in ["summary.json", "collective.csv", "host.csv", "ports.csv"] {
+        let (a, b) = (d.join("retired").join(f), d.join("kept").join(f));
+        if !a.exists() && !b.exists() {
+            continue;
+        }
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "{f} differs"
+        );
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("retired/summary.json")).unwrap()).unwrap();
+    let transfers = summary["transfers"]["count"].as_u64().unwrap();
+    assert!(transfers > 20_000, "{transfers} transfers: enough to sweep");
+    let rows = std::fs::read_to_string(d.join("kept/flows.csv"))
+        .unwrap()
+        .lines()
+        .count() as u64
+        - 1;
+    assert_eq!(rows, transfers + 1, "a row per transfer and the flow");
+    let _ = std::fs::remove_dir_all(&d);
 }
