@@ -452,6 +452,10 @@ pub struct PerfReport {
     pub events: u64,
     pub events_per_second: f64,
     pub peak_rss_mib: Option<f64>,
+    /// The most collective-transfer records held at once, and how many retired during
+    /// the run (`sim::retire`): what memory followed.
+    pub transfer_records_peak: u64,
+    pub transfers_retired: u64,
 }
 
 /// Peak resident memory of this process, from /proc (Linux only).
@@ -473,6 +477,8 @@ impl PerfReport {
                 0.0
             },
             peak_rss_mib: peak_rss_mib(),
+            transfer_records_peak: out.retired.peak_held,
+            transfers_retired: out.retired.count,
         }
     }
 }

@@ -243,7 +243,6 @@ impl PacketPool {
         self.telemetry.get(id as usize).copied().unwrap_or_default()
     }
 
-    /// Packets allocated and not yet freed.
     /// Calls `f` on every packet in use (a scan of the pool: for rare questions, never
     /// per packet).
     pub fn for_each_live(&self, mut f: impl FnMut(&Packet)) {
@@ -256,6 +255,7 @@ impl PacketPool {
         }
     }
 
+    /// Packets allocated and not yet freed.
     pub fn live(&self) -> u32 {
         self.live
     }

@@ -19,13 +19,14 @@
 //! `channels x ranks x chunk` bytes, per size and iteration): transfers inside a host
 //! count too, so the bound can be several times the real figure. Finished transfers
 //! retire as the run goes (`sim::retire`): the records held at once stay within twice
-//! one operation's (what can be in flight at most), and at least a sweep's 4,096, so a
-//! collective item counts the smaller of its transfers and that (`run --flows` keeps
-//! them all). A training item counts all its transfers (no per-operation figure). Only
+//! what can be in flight (a ring's NCCL_STEPS = 8 per rank and channel; one operation's
+//! for other algorithms and all-to-all), and at least a sweep's 4,096, so a collective
+//! item counts the smaller of its transfers and that (`run --flows` keeps them all). A training item counts all its transfers (no per-operation figure). Only
 //! the exact part refuses a run; the bound warns. Left out: packets in flight and queues (bounded by
 //! buffers, a few MB), time series (their own limit), and the result files.
 
-use crate::collective::{Collective, CollectiveOp};
+use crate::collective::protocol::NCCL_STEPS;
+use crate::collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use crate::scenario::{Connections, Scenario, Transport};
 use crate::workload::Workload;
 
@@ -149,7 +150,15 @@ pub fn estimate(sc: &Scenario) -> Footprint {
                     .iter()
                     .map(|&s| ring_transfers(c, n, s))
                     .fold(0.0, f64::max);
-                let held = 2.0 * one_op + crate::sim::retire::SWEEP_MIN as f64;
+                // A ring (but for all-to-all) keeps at most NCCL_STEPS transfers in
+                // flight per rank and channel; other algorithms up to one operation's.
+                let window = match (c.algorithm, c.op) {
+                    (CollectiveAlgorithm::Ring, op) if op != CollectiveOp::Alltoall => {
+                        NCCL_STEPS as f64 * n * c.channels as f64
+                    }
+                    _ => one_op,
+                };
+                let held = 2.0 * window.min(one_op) + crate::sim::retire::SWEEP_MIN as f64;
                 f.transfers += all.min(held);
             }
             Workload::Training(t) => f.transfers += t.transfers_estimate(),

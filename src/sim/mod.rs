@@ -326,8 +326,8 @@ pub struct RunOutput {
     /// The watchdog stopped the run: only timers were left and nothing could move work
     /// again (`sim::watchdog`).
     pub watchdog: Option<watchdog::WatchdogStop>,
-    /// For a run the watchdog stopped: each pending flow (ascending) and its queue
-    /// pair's state, as the reason it is stuck.
+    /// For a run the watchdog stopped: each pending flow (by its position in `flows`,
+    /// ascending; the first 20) and its queue pair's state, as the reason it is stuck.
     pub stuck: Vec<(FlowId, String)>,
     /// What the collective transfers retired during the run left behind (`retire`):
     /// they are no longer in `flows`.

@@ -12,8 +12,8 @@
 //! `retire_keeps_every_figure`).
 //!
 //! A record retires when, at a sweep:
-//! - it is a collective's or training job's transfer over RC (bare-packet transfers to
-//!   and from switches stay), it completed (failed and unfinished ones stay, for the
+//! - it is a collective's or training job's transfer between hosts (bare-packet
+//!   transfers to and from switches stay), it completed (failed and unfinished ones stay, for the
 //!   stall and dead-link reports), its finish is not in the future, and it holds every
 //!   per-flow invariant (`metrics::invariants::finished_record_holds`: a record that
 //!   breaks one stays, so the end-of-run check reports it as before);
@@ -197,7 +197,8 @@ impl Sim {
     /// logical order (the workload's flows first, as they always are, then transfers by
     /// number), so the outputs read them as if none had retired.
     pub(super) fn compact_records(&mut self) {
-        if self.slots.free.is_empty() {
+        // Reused slots are out of order even when none is free at the end.
+        if self.retired.count == 0 {
             return;
         }
         let mut free = vec![false; self.flows.len()];
