@@ -276,3 +276,23 @@ workload:
     assert_eq!(rows, transfers + 1, "a row per transfer and the flow");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 17: a 4,096-GPU ring allreduce of 256 MiB (512 servers x 8 rails of 400 Gb/s,
+/// 16 channels) is accepted: the host-cost check asks whether its 537 million messages'
+/// costs fit in a day spread over the 4,096 NICs (they do, with room), not one after
+/// another; and the memory estimate counts the transfer records a ring holds at once
+/// (twice NCCL_STEPS = 8 per rank and channel, plus a sweep's 4,096: 1,052,672), not
+/// every transfer it makes.
+#[test]
+fn a_4096_gpu_ring_allreduce_is_accepted_and_its_held_records_estimated() {
+    let sc = crate::common::scenario(
+        "topology: { leaves: 64, spines: 32, hosts_per_leaf: 64, host_link: { rate: 400Gbps, latency: 100ns } }
+flow_control: { mode: ib_credit }
+host: { gpus_per_host: 8, nics_per_host: 8, wiring: rail, posting: cpu_proxy, memory: gpu }
+workload:
+  - collective: { op: allreduce, algorithm: ring, protocol: simple, channels: 16, size: 256MiB, iters: 1, warmup_iters: 0 }
+",
+    );
+    let f = doorbell::sim::footprint::estimate(&sc);
+    assert_eq!(f.transfers, (2 * 8 * 4096 * 16 + 4096) as f64);
+}
