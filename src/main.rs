@@ -168,6 +168,19 @@ fn main() -> ExitCode {
             };
         }
     };
+    // A testing knob: retire finished transfers as early as they can be
+    // (`sim::retire`), to show that retiring them changes no result.
+    if let Ok(v) = std::env::var("DOORBELL_SWEEP_MIN") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => doorbell::sim::retire::set_sweep_min(n),
+            _ => {
+                eprintln!(
+                    "error: DOORBELL_SWEEP_MIN: expected a whole number of at least 1, found `{v}`"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     match cli.cmd {
         Cmd::Validate { scenario, set } => cli_validate::validate_cmd(&scenario, set),
         Cmd::Trace { scenario, set, out } => cli_validate::trace_cmd(&scenario, set, &out),

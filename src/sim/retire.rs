@@ -39,6 +39,18 @@ use crate::units::SimTime;
 pub const SWEEP_MIN: usize = 4096;
 
 static KEEP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SWEEP_FROM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(SWEEP_MIN);
+
+/// Every later run in this process sweeps from `n` held transfers on (default
+/// [`SWEEP_MIN`]): `DOORBELL_SWEEP_MIN=1` retires records as early as they can be, to
+/// test that retiring changes nothing.
+pub fn set_sweep_min(n: usize) {
+    SWEEP_FROM.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+fn sweep_min() -> usize {
+    SWEEP_FROM.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Every later run in this process keeps every transfer's record (`run --flows`).
 pub fn set_keep_transfer_records() {
@@ -106,7 +118,7 @@ pub(super) struct Slots {
 impl Slots {
     pub fn new(flows: usize) -> Slots {
         Slots {
-            sweep_at: SWEEP_MIN,
+            sweep_at: sweep_min(),
             next_num: flows as u32,
             keep: keep_records(),
             ..Default::default()
@@ -189,7 +201,7 @@ impl Sim {
             self.slots.free.push(id);
             false
         });
-        self.slots.sweep_at = (2 * held.len()).max(SWEEP_MIN);
+        self.slots.sweep_at = (2 * held.len()).max(sweep_min());
         self.slots.held = held;
     }
 

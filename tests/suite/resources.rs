@@ -296,3 +296,102 @@ workload:
     let f = doorbell::sim::footprint::estimate(&sc);
     assert_eq!(f.transfers, (2 * 8 * 4096 * 16 + 4096) as f64);
 }
+
+/// `transfers_retired` summed over every perf.json under `dir`.
+fn walk_perf(dir: &std::path::Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            n += walk_perf(&p);
+        } else if p.file_name().is_some_and(|f| f == "perf.json") {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            n += v["transfers_retired"].as_u64().unwrap();
+        }
+    }
+    n
+}
+
+/// Retiring transfers as early as it can (`DOORBELL_SWEEP_MIN=1`: a sweep whenever a
+/// record could go) changes no byte of any result file, against the default sweeps and
+/// against keeping every record (`--flows`), on the shipped scenarios with collectives
+/// and training jobs: ring, tree, hierarchical and in-network allreduce with the host
+/// model (allreduce-2hop, guide-collectives), a collective beside web-search flows under
+/// four flow-control sets (allreduce-contention), two planes (multi-plane), a trace
+/// replayed (training-trace), and stragglers, degraded links and link flaps that fail
+/// transfers mid-step (training-faults).
+#[test]
+fn retiring_as_early_as_possible_changes_no_result_file() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let d = tmpdir("retire-early");
+    for name in [
+        "allreduce-2hop",
+        "guide-collectives",
+        "allreduce-contention",
+        "multi-plane",
+        "training-trace",
+        "training-faults",
+    ] {
+        let sc = root.join("scenarios").join(format!("{name}.yaml"));
+        let run = |dir: &str, env: Option<&str>, flows: bool| {
+            let out = d.join(name).join(dir);
+            let mut c = bin();
+            c.args(["run", sc.to_str().unwrap(), "--quiet", "--no-plot", "--out"])
+                .arg(&out);
+            if let Some(n) = env {
+                c.env("DOORBELL_SWEEP_MIN", n);
+            }
+            if flows {
+                c.arg("--flows");
+            }
+            let o = c.output().unwrap();
+            assert!(
+                matches!(o.status.code(), Some(0 | 4)),
+                "{name}: {}",
+                stderr(&o)
+            );
+            out
+        };
+        let default = run("default", None, false);
+        let early = run("early", Some("1"), false);
+        let kept = run("kept", None, true);
+        let files = |dir: &std::path::Path| {
+            let mut v = Vec::new();
+            let mut stack = vec![dir.to_path_buf()];
+            while let Some(p) = stack.pop() {
+                for e in std::fs::read_dir(&p).unwrap() {
+                    let e = e.unwrap().path();
+                    if e.is_dir() {
+                        stack.push(e);
+                    } else {
+                        let rel = e.strip_prefix(dir).unwrap().to_path_buf();
+                        let n = rel.file_name().unwrap().to_string_lossy().to_string();
+                        if n != "perf.json" {
+                            v.push(rel);
+                        }
+                    }
+                }
+            }
+            v.sort();
+            v
+        };
+        // Early sweeps did retire transfers (perf.json says how many).
+        let retired: u64 = walk_perf(&early);
+        assert!(retired > 0, "{name}: nothing retired");
+        let all = files(&default);
+        assert!(all.iter().any(|f| f.ends_with("summary.json")), "{name}");
+        assert_eq!(all, files(&early), "{name}: the same files");
+        for f in &all {
+            let a = std::fs::read(default.join(f)).unwrap();
+            assert_eq!(a, std::fs::read(early.join(f)).unwrap(), "{name}: {f:?}");
+            if !f.ends_with("flows.csv") && !f.ends_with("complete.json") {
+                assert_eq!(
+                    a,
+                    std::fs::read(kept.join(f)).unwrap(),
+                    "{name}: {f:?} with --flows"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
