@@ -6,7 +6,8 @@
 //! - `fuzz::ci_slice`: a fixed-seed slice that `cargo test` runs (and `.ci/run` again in a
 //!   debug build, with overflow checks and `debug_assert!`s on);
 //! - `fuzz::long_run` (ignored): `DOORBELL_FUZZ_CASES=10000 DOORBELL_FUZZ_SEED=7 cargo
-//!   test --release --test suite fuzz::long_run -- --ignored --nocapture`;
+//!   test --release --test suite fuzz::long_run -- --ignored --nocapture`
+//!   (`DOORBELL_SWEEP_MIN=1` too: collective transfers retire as early as they can);
 //! - `fuzz::regressions`: every case the fuzzing ever found, kept in
 //!   `tests/fuzz-regressions/` (a first line `# expect: refused` means validation must
 //!   now refuse it; otherwise it must run with every invariant held).
@@ -329,6 +330,11 @@ fn long_run() {
         env("DOORBELL_FUZZ_CASES", 10_000),
         env("DOORBELL_FUZZ_SEED", 7),
     );
+    // `DOORBELL_SWEEP_MIN=1`: retire finished transfers as early as they can go, so the
+    // cases check retirement too (invariants, and two runs alike).
+    if let Ok(n) = std::env::var("DOORBELL_SWEEP_MIN") {
+        doorbell::sim::retire::set_sweep_min(n.parse().expect("DOORBELL_SWEEP_MIN"));
+    }
     let (ran, refused) = fuzz(seed, cases as u32, 50_000_000, true);
     println!("fuzz seed {seed}: {ran} ran, {refused} refused, no failure");
 }
