@@ -15,7 +15,9 @@
 //! This module holds the loop and the run's bookkeeping; `fabric.rs` moves packets
 //! between ports, wires and switches; `transport.rs` between packets and queue pairs;
 //! `host_glue.rs` and `collective_glue.rs` between messages and the host pipeline or a
-//! collective's schedule.
+//! collective's schedule; `watchdog.rs` stops a run that only timers keep alive;
+//! `retire.rs` folds finished collective transfers and reuses their slots, so memory
+//! follows what is in flight.
 //!
 //! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver, one
 //! pending per wire: the wire is a ring); a packet waiting for the switch latency does
@@ -38,7 +40,7 @@ use crate::routing::RoutingPolicy;
 use crate::scenario::{RcConfig, Scenario, Transport};
 use crate::topology::graph::Graph;
 use crate::topology::{Node, Tier, Topology};
-use crate::transport::rc::{Op, RequesterStats, WcStatus};
+use crate::transport::rc::{Op, WcStatus};
 use crate::units::{SimDuration, SimTime, TIME_HORIZON};
 use crate::workload::{expand, FlowDef};
 use collective_glue::CollInput;
@@ -59,6 +61,7 @@ pub use crate::components::host::{
 };
 use crate::components::host::{HostPipeline, HostWake, Message};
 use transport::Qp;
+pub use transport::RcTotals;
 
 /// A flow as the host pipeline sees it.
 fn host_message(def: &FlowDef) -> Message {
@@ -208,31 +211,6 @@ impl FlowState {
             raw: false,
             no_ar: false,
         }
-    }
-}
-
-/// RC counters summed over every queue pair.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RcTotals {
-    pub first_transmissions: u64,
-    pub retransmissions: u64,
-    pub timeouts: u64,
-    pub seq_naks: u64,
-    pub rnr_naks: u64,
-    pub qp_errors: u64,
-    /// Request packets the responder had already received.
-    pub duplicate_packets: u64,
-    pub acks_sent: u64,
-}
-
-impl RcTotals {
-    fn add(&mut self, s: &RequesterStats) {
-        self.first_transmissions += s.first_transmissions;
-        self.retransmissions += s.retransmissions;
-        self.timeouts += s.timeouts;
-        self.seq_naks += s.seq_naks;
-        self.rnr_naks += s.rnr_naks;
-        self.duplicate_packets += s.duplicate_read_responses;
     }
 }
 
@@ -911,57 +889,6 @@ impl Sim {
                 .collect(),
             training: self.jobs.iter().map(|j| j.run.result()).collect(),
         }
-    }
-
-    /// Each pending flow of a run the watchdog stopped, with what its queue pair was
-    /// doing: the reason it is stuck.
-    fn stuck_reasons(&self, w: watchdog::WatchdogStop) -> Vec<(FlowId, String)> {
-        let quiet = (w.at.0 - w.since.0) as f64 / 1e12;
-        let rc = self.rc.as_ref().map(|r| r.params);
-        let mut out = Vec::new();
-        // The first few, as the report lists them; the rest get the watchdog's reason
-        // without their queue pair's.
-        for (i, f) in self.flows.iter().enumerate() {
-            if out.len() == 20 {
-                break;
-            }
-            if f.outcome != Outcome::Pending || !f.started {
-                continue;
-            }
-            let qp = self
-                .qps
-                .get(f.qp as usize)
-                .filter(|q| f.qp != NO_QP && q.gen == f.qp_gen && !q.dead);
-            let why = match (qp, rc) {
-                (Some(q), Some(p)) => {
-                    let st = &q.req.stats;
-                    let forever = if p.rnr_retry == 7 {
-                        " (rnr_retry 7 retries forever)"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left: its queue pair {} -> {} had {} RNR NAKs{forever}, {} local ACK timeouts and {} sequence NAKs; {} of {} B delivered",
-                        w.bound.0 as f64 / 1e12,
-                        q.src,
-                        q.dst,
-                        st.rnr_naks,
-                        st.timeouts,
-                        st.seq_naks,
-                        f.delivered,
-                        f.def.size
-                    )
-                }
-                _ => format!(
-                    "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left; {} of {} B delivered",
-                    w.bound.0 as f64 / 1e12,
-                    f.delivered,
-                    f.def.size
-                ),
-            };
-            out.push((i as FlowId, why));
-        }
-        out
     }
 
     fn kick(&mut self, now: SimTime, host: u32) {

@@ -769,3 +769,28 @@ impl Sim {
         }
     }
 }
+
+/// RC counters summed over every queue pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RcTotals {
+    pub first_transmissions: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub seq_naks: u64,
+    pub rnr_naks: u64,
+    pub qp_errors: u64,
+    /// Request packets the responder had already received.
+    pub duplicate_packets: u64,
+    pub acks_sent: u64,
+}
+
+impl RcTotals {
+    pub(super) fn add(&mut self, s: &crate::transport::rc::RequesterStats) {
+        self.first_transmissions += s.first_transmissions;
+        self.retransmissions += s.retransmissions;
+        self.timeouts += s.timeouts;
+        self.seq_naks += s.seq_naks;
+        self.rnr_naks += s.rnr_naks;
+        self.duplicate_packets += s.duplicate_read_responses;
+    }
+}

@@ -23,7 +23,8 @@
 //!
 //! Leaves out: progress too slow to matter (a flow paced at 1 kb/s still progresses).
 
-use crate::engine::Event;
+use super::{Outcome, Sim, NO_QP};
+use crate::engine::{Event, FlowId};
 use crate::transport::rc::{local_ack_timeout, rnr_timer, RcParams};
 use crate::units::{SimDuration, SimTime};
 
@@ -151,6 +152,59 @@ impl Watchdog {
                 since: self.last_progress,
             },
         }
+    }
+}
+
+impl Sim {
+    /// Each pending flow of a run the watchdog stopped, with what its queue pair was
+    /// doing: the reason it is stuck.
+    pub(super) fn stuck_reasons(&self, w: WatchdogStop) -> Vec<(FlowId, String)> {
+        let quiet = (w.at.0 - w.since.0) as f64 / 1e12;
+        let rc = self.rc.as_ref().map(|r| r.params);
+        let mut out = Vec::new();
+        // The first few, as the report lists them; the rest get the watchdog's reason
+        // without their queue pair's.
+        for (i, f) in self.flows.iter().enumerate() {
+            if out.len() == 20 {
+                break;
+            }
+            if f.outcome != Outcome::Pending || !f.started {
+                continue;
+            }
+            let qp = self
+                .qps
+                .get(f.qp as usize)
+                .filter(|q| f.qp != NO_QP && q.gen == f.qp_gen && !q.dead);
+            let why = match (qp, rc) {
+                (Some(q), Some(p)) => {
+                    let st = &q.req.stats;
+                    let forever = if p.rnr_retry == 7 {
+                        " (rnr_retry 7 retries forever)"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left: its queue pair {} -> {} had {} RNR NAKs{forever}, {} local ACK timeouts and {} sequence NAKs; {} of {} B delivered",
+                        w.bound.0 as f64 / 1e12,
+                        q.src,
+                        q.dst,
+                        st.rnr_naks,
+                        st.timeouts,
+                        st.seq_naks,
+                        f.delivered,
+                        f.def.size
+                    )
+                }
+                _ => format!(
+                    "no payload moved for {quiet:.3} s of simulated time (watchdog bound {:.3} s) and only timers were left; {} of {} B delivered",
+                    w.bound.0 as f64 / 1e12,
+                    f.delivered,
+                    f.def.size
+                ),
+            };
+            out.push((i as FlowId, why));
+        }
+        out
     }
 }
 
