@@ -208,14 +208,11 @@ struct WorkloadAcc {
 /// over all of them.
 #[derive(Debug, Clone)]
 pub struct MsgAcc {
-    total: Histogram<u64>,
-    total_sum: u128,
-    total_max: u64,
+    /// Every done message's latency, and the longest.
+    all: LatencyAcc,
+    max: u64,
     stage_hist: Vec<Histogram<u64>>,
     stage_sum: [u128; 9],
-    first_done: u64,
-    last_done: u64,
-    n: u64,
     /// Per workload item seen (`None`: no message of it yet).
     by_workload: Vec<Option<WorkloadAcc>>,
 }
@@ -229,14 +226,10 @@ impl Default for MsgAcc {
 impl MsgAcc {
     pub fn new() -> MsgAcc {
         MsgAcc {
-            total: latency_hist(),
-            total_sum: 0,
-            total_max: 0,
+            all: LatencyAcc::new(),
+            max: 0,
             stage_hist: STAGES.iter().map(|_| latency_hist()).collect(),
             stage_sum: [0; 9],
-            first_done: u64::MAX,
-            last_done: 0,
-            n: 0,
             by_workload: Vec::new(),
         }
     }
@@ -267,18 +260,13 @@ impl MsgAcc {
         if !m.done() {
             return;
         }
-        let lat = m.t[T_DONE] - m.t[T_START];
-        self.total.saturating_record(lat.div_ceil(1000).max(1));
-        self.total_sum += lat as u128;
-        self.total_max = self.total_max.max(lat);
+        self.all.add(m);
+        self.max = self.max.max(m.t[T_DONE] - m.t[T_START]);
         for (i, hs) in self.stage_hist.iter_mut().enumerate() {
             let d = m.t[i + 1] - m.t[i];
             self.stage_sum[i] += d as u128;
             hs.saturating_record(d.div_ceil(1000).max(1));
         }
-        self.first_done = self.first_done.min(m.t[T_DONE]);
-        self.last_done = self.last_done.max(m.t[T_DONE]);
-        self.n += 1;
     }
 }
 
@@ -334,21 +322,13 @@ pub fn summarize_host(
         acc.add(cfg, h.nics.len(), f, m);
     }
     let MsgAcc {
-        total,
-        total_sum,
-        total_max,
+        all,
+        max: total_max,
         stage_hist,
         stage_sum,
-        first_done,
-        last_done,
-        n,
         by_workload,
     } = acc;
-    let messages_per_s = if n >= 2 && last_done > first_done {
-        r4((n - 1) as f64 / ((last_done - first_done) as f64 / 1e12))
-    } else {
-        0.0
-    };
+    let (n, _, _, messages_per_s) = all.finish();
     let by_workload = by_workload
         .into_iter()
         .enumerate()
@@ -400,8 +380,8 @@ pub fn summarize_host(
         messages: n,
         messages_per_s,
         latency_us: super::Percentiles::from_hist(
-            &total,
-            total_sum as f64 / 1000.0,
+            &all.hist,
+            all.sum as f64 / 1000.0,
             total_max as f64 / 1000.0,
             1000.0,
         ),
