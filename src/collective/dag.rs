@@ -35,6 +35,25 @@ pub struct DNode {
     pub bytes: u64,
     /// Added into the receiver's copy (else it replaces it).
     pub reduce: bool,
+    /// How it moves under NVLink SHARP (`Nvls::No` for every other transfer).
+    pub nvls: Nvls,
+}
+
+/// How a transfer inside a server moves under NVLink SHARP (NVLSTree).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Nvls {
+    /// A plain NVLink or network transfer.
+    #[default]
+    No,
+    /// Into the NVSwitch, which adds it into the receiver's shard (`multimem.ld_reduce`):
+    /// the sender's link carries the bytes; the receiving GPU does no reduction.
+    Reduce,
+    /// The first copy of a multicast store (`multimem.st`): the sender's link carries
+    /// the bytes once.
+    Multicast,
+    /// Every further copy of that multicast: the switch replicates it, so it costs the
+    /// sender no link time and lands with the first.
+    Replica,
 }
 
 /// A graph of transfers and the state of its execution.
@@ -174,6 +193,7 @@ fn two_level_chunk(
                         slot: slot(i),
                         bytes: piece_bytes(i),
                         reduce: true,
+                        nvls: Nvls::No,
                     },
                     &deps,
                 ));
@@ -220,6 +240,7 @@ fn two_level_chunk(
                                 slot: slot(piece as u64),
                                 bytes: piece_bytes(piece as u64),
                                 reduce,
+                                nvls: Nvls::No,
                             },
                             &deps,
                         );
@@ -267,6 +288,7 @@ fn two_level_chunk(
                                 slot: slot(i as u64),
                                 bytes: piece_bytes(i as u64),
                                 reduce: true,
+                                nvls: Nvls::No,
                             },
                             &deps,
                         ));
@@ -288,6 +310,7 @@ fn two_level_chunk(
                                     slot: slot(i as u64),
                                     bytes: piece_bytes(i as u64),
                                     reduce: false,
+                                    nvls: Nvls::No,
                                 },
                                 &deps,
                             );
@@ -312,6 +335,7 @@ fn two_level_chunk(
                         slot: slot(i),
                         bytes: piece_bytes(i),
                         reduce: false,
+                        nvls: Nvls::No,
                     },
                     &deps,
                 );
@@ -374,6 +398,7 @@ pub fn build_rail_hierarchical(
                                     slot: slot(s, i),
                                     bytes: bytes(s, i),
                                     reduce: true,
+                                    nvls: Nvls::No,
                                 },
                                 &[],
                             );
@@ -406,6 +431,7 @@ pub fn build_rail_hierarchical(
                                 slot: slot(s, i),
                                 bytes: bytes(s, i),
                                 reduce: false,
+                                nvls: Nvls::No,
                             },
                             &deps,
                         );
@@ -415,6 +441,129 @@ pub fn build_rail_hierarchical(
         }
     }
     finish_chunks(b, elems, chunk_elems, per_chunk)
+}
+
+/// NVLSTree allreduce (NCCL's `NCCL_ALGO_NVLS_TREE`, `src/device/all_reduce.h`
+/// `runTreeSplit` over `src/transport/nvls.cc`'s multicast buffers), for servers with the
+/// same number of ranks `g`, each on its own NIC (`servers[x]`: server x's ranks, by
+/// GPU; GPU s is the NVLS head of rail s). Each chunk is cut into `g` shards, shard s
+/// into two pieces (one per tree):
+/// 1. inside every server the NVSwitch adds every GPU's shard s and GPU s reads the sum
+///    (`Nvls::Reduce`: each sender's link carries the shard, no GPU adds it);
+/// 2. rail s's heads, one per server, run NCCL's double binary tree on the shard: up,
+///    adding, and back down, over the network;
+/// 3. GPU s multicasts the final shard to its server (`Nvls::Multicast`, then
+///    `Nvls::Replica`: the sender's link carries it once).
+///
+/// So each GPU's link carries (1 + 1/g) x S each way where a unicast reduce-scatter and
+/// all-gather carry 2 (g - 1)/g x S, and each NIC its rail's 1/g of the buffer.
+pub fn build_nvls_tree(
+    servers: &[Vec<u32>],
+    elems: &[u64],
+    chunk_elems: u64,
+    elem_bytes: u64,
+) -> Dag {
+    let g = servers[0].len() as u64;
+    let pieces = 2u64;
+    let per_chunk = g * pieces;
+    let n = servers.iter().map(|x| x.len()).sum::<usize>();
+    let mut server_of = vec![0usize; n];
+    for (x, members) in servers.iter().enumerate() {
+        for &k in members {
+            server_of[k as usize] = x;
+        }
+    }
+    let mut b = Builder::default();
+    for (c, &e) in elems.iter().enumerate() {
+        let c = c as u32;
+        let chunks = e.div_ceil(chunk_elems).max(1);
+        for j in 0..chunks {
+            let ej = (e - j * chunk_elems).min(chunk_elems);
+            let shard = |s: u64| ej / g + u64::from(s < ej % g);
+            let bytes = |s: u64, i: u64| {
+                (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes
+            };
+            let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
+            // 1. The switch adds every GPU's shard s for GPU s.
+            let mut into: Vec<Vec<u32>> = vec![Vec::new(); n * pieces as usize];
+            for members in servers {
+                for s in 0..g {
+                    let head = members[s as usize];
+                    for i in 0..pieces {
+                        for &k in members.iter().filter(|&&k| k != head) {
+                            let d = b.node(
+                                DNode {
+                                    src: k,
+                                    dst: head,
+                                    channel: c,
+                                    slot: slot(s, i),
+                                    bytes: bytes(s, i),
+                                    reduce: true,
+                                    nvls: Nvls::Reduce,
+                                },
+                                &[],
+                            );
+                            into[head as usize * pieces as usize + i as usize].push(d);
+                        }
+                    }
+                }
+            }
+            // 2. Rail s's heads in a double binary tree, 3. each head's multicast.
+            for s in 0..g {
+                let heads: Vec<Vec<u32>> = servers.iter().map(|m| vec![m[s as usize]]).collect();
+                let finals = two_level_chunk(
+                    &mut b,
+                    TwoLevel::DoubleTree,
+                    &heads,
+                    c,
+                    pieces,
+                    &|i| slot(s, i),
+                    &|i| bytes(s, i),
+                    &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+                );
+                for (rank, i, deps) in finals {
+                    let members = &servers[server_of[rank as usize]];
+                    for (idx, &k) in members.iter().filter(|&&k| k != rank).enumerate() {
+                        b.node(
+                            DNode {
+                                src: rank,
+                                dst: k,
+                                channel: c,
+                                slot: slot(s, i),
+                                bytes: bytes(s, i),
+                                reduce: false,
+                                nvls: if idx == 0 {
+                                    Nvls::Multicast
+                                } else {
+                                    Nvls::Replica
+                                },
+                            },
+                            &deps,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    finish_chunks(b, elems, chunk_elems, per_chunk)
+}
+
+/// The ranks by server (by GPU) when NVLSTree can run: two or more servers, each with
+/// the same number of ranks, more than two (NCCL's `ncclNvlsInit` needs more than two
+/// GPUs), each on a NIC of its own (a head per rail).
+pub fn nvls_servers(ranks: &[RankLoc]) -> Option<Vec<Vec<u32>>> {
+    let servers = groups(TwoLevel::DoubleTree, ranks, &|_| 0);
+    let g = servers[0].len();
+    if servers.len() < 2 || g <= 2 || servers.iter().any(|m| m.len() != g) {
+        return None;
+    }
+    let own_nics = servers.iter().all(|m| {
+        let mut ports: Vec<u32> = m.iter().map(|&k| ranks[k as usize].port).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.len() == g
+    });
+    own_nics.then_some(servers)
 }
 
 /// Channel `c`'s groups: each server's run of ranks inside a group rotated by `c`, so
@@ -563,6 +712,7 @@ pub fn build_in_network(
                 slot,
                 bytes,
                 reduce,
+                nvls: Nvls::No,
             };
             // Inside each host, to its leader; then the leader up to the leaf.
             let mut up_of_leaf: Vec<Vec<u32>> = vec![Vec::new(); used_leaves.len()];

@@ -139,6 +139,9 @@ pub struct Collective {
     pub split_data_on_qps: bool,
     /// Messages below this many bytes are not routed per packet (`NCCL_IB_AR_THRESHOLD`).
     pub ar_threshold: u64,
+    /// NVLink SHARP is there for NCCL to use (`NCCL_NVLS_ENABLE` and multicast-capable
+    /// NVSwitches): `auto` then weighs NVLSTree too.
+    pub nvls: bool,
 }
 
 impl Collective {
@@ -172,6 +175,7 @@ impl Collective {
             qps_per_connection: defaults::QPS_PER_CONNECTION,
             split_data_on_qps: false,
             ar_threshold: defaults::AR_THRESHOLD,
+            nvls: false,
         }
     }
 
@@ -220,6 +224,8 @@ pub struct Send {
     pub channel: u32,
     /// Bytes on the wire (the data in the protocol's framing).
     pub bytes: u64,
+    /// How it moves under NVLink SHARP (`Nvls::No` but for NVLSTree's NVLink phases).
+    pub nvls: dag::Nvls,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -321,6 +327,8 @@ pub struct CollectiveRun {
     /// Hierarchical: the ranks by server and each rail's leaf groups, when a leader per
     /// rail applies (`dag::rail_shape`).
     rail_shape: Option<dag::RailShape>,
+    /// NVLSTree: the ranks by server, when it may run (`dag::nvls_servers`).
+    nvls_servers: Option<Vec<Vec<u32>>>,
     /// When the CPU has enqueued the operations so far (nccl-tests enqueues them back
     /// to back and waits for the GPU after the warm-up and after each size).
     cpu_ready: SimTime,
@@ -384,6 +392,11 @@ impl CollectiveRun {
         let rail_shape = (kind == Some(TwoLevel::LeaderRing))
             .then(|| dag::rail_shape(&ranks, &leaf_of))
             .flatten();
+        let nvls_servers = choices
+            .iter()
+            .any(|c| c.0 == CollectiveAlgorithm::NvlsTree)
+            .then(|| dag::nvls_servers(&ranks))
+            .flatten();
         let in_network = (cfg.algorithm == CollectiveAlgorithm::InNetwork).then(|| {
             // Ranks by host (the CollNet chain's groups), and each rank's leaf.
             let groups = dag::groups(TwoLevel::DoubleTree, &ranks, &leaf_of);
@@ -444,6 +457,7 @@ impl CollectiveRun {
             cpu_ready: SimTime::ZERO,
             chan_free: Vec::new(),
             rail_shape,
+            nvls_servers,
             algo: choices[0].0,
             proto: choices[0].1,
             wake: None,
@@ -577,6 +591,13 @@ impl CollectiveRun {
                     .collect();
                 let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
                 self.dag = match (&self.two_level, &self.in_network) {
+                    _ if self.algo == CollectiveAlgorithm::NvlsTree => {
+                        let servers = self
+                            .nvls_servers
+                            .as_ref()
+                            .expect("validation keeps NVLSTree to servers it can run on");
+                        dag::build_nvls_tree(servers, &per_channel, chunk_elems, ELEMENT_BYTES)
+                    }
                     (Some((TwoLevel::LeaderRing, _)), _) if self.rail_shape.is_some() => {
                         let (servers, rails) = self.rail_shape.as_ref().expect("checked");
                         dag::build_rail_hierarchical(
@@ -689,6 +710,7 @@ impl CollectiveRun {
             dst: d.dst,
             channel: d.channel,
             bytes,
+            nvls: d.nvls,
         });
     }
 
@@ -727,7 +749,12 @@ impl CollectiveRun {
     fn reduce_parts(&self, xfer: u32) -> (SimDuration, SimDuration) {
         let (reduce, bytes, at_switch) = if self.is_graph() {
             let d = &self.dag.nodes[xfer as usize];
-            (d.reduce, d.bytes, d.dst >= self.n)
+            // NVLink SHARP: the NVSwitch adds, not the receiving GPU.
+            (
+                d.reduce && d.nvls != dag::Nvls::Reduce,
+                d.bytes,
+                d.dst >= self.n,
+            )
         } else {
             let x = &self.xfers[xfer as usize];
             (x.reduce, x.bytes, false)

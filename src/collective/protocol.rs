@@ -23,8 +23,14 @@
 //!   is added: Simple's 14 us less 6.7 = 7.3 us (the proxy's flag and flush handling);
 //!   LL's 2.7 us and LL128's 4.0 us are below the host path, so they add nothing.
 //!
+//! - **NVLSTree** (NVLink SHARP inside servers, Simple only): `baseLat` 0, NVLink
+//!   `hwLat` 25 us for the NVLS part of an operation, network `hwLat` 14 us per tree
+//!   step; chunks of `NCCL_NVLS_CHUNKSIZE` (128 KiB) per head, smaller for small
+//!   messages (`calcCollChunking`, NCCL 2.26).
+//!
 //! Leaves out: LL's and LL128's per-thread packing (modelled as a bandwidth factor), the
-//! PCI rows of `hwLat` (GPUs and NICs are on NVLink/GPUDirect here), and NVLS.
+//! PCI rows of `hwLat` (GPUs and NICs are on NVLink/GPUDirect here), and NVLS within
+//! one server or with CollNet.
 
 use super::CollectiveAlgorithm;
 use crate::units::SimDuration;
@@ -98,6 +104,28 @@ mod nccl_tables {
     /// `hwLat[NCCL_HW_NET]`: Tree, Ring.
     pub const NET_TREE: [u64; 3] = [5_000, 8_500, 14_000];
     pub const NET_RING: [u64; 3] = [2_700, 4_000, 14_000];
+    /// NVLSTree, Simple only: `baseLat` 0, `hwLat[NVLINK]` 25 us, `hwLat[NET]` 14 us.
+    pub const NVLS_TREE_NVLINK: u64 = 25_000;
+    pub const NVLS_TREE_NET: u64 = 14_000;
+}
+
+/// `NCCL_NVLS_CHUNKSIZE`'s default (`src/transport/nvls.cc`), bytes per NVLS head.
+pub const NVLS_CHUNK: u64 = 128 * 1024;
+
+/// NVLSTree's data per NVLS head and chunk, as `calcCollChunking` (`src/enqueue.cc`,
+/// NCCL 2.26) sets it for `channel_bytes` per channel and `heads` heads: from
+/// `NVLS_CHUNK`, 64 KiB below 4 x heads x 128 KiB per channel, 32 KiB below heads x
+/// 64 KiB (the larger rules start above 128 KiB and never apply to the default).
+pub fn nvls_chunk(channel_bytes: u64, heads: u32) -> u64 {
+    let ops = heads.max(1) as u64;
+    let mut chunk = NVLS_CHUNK;
+    if channel_bytes < 4 * ops * chunk && chunk > 65_536 {
+        chunk = 65_536;
+    }
+    if channel_bytes < ops * chunk && chunk > 32_768 {
+        chunk = 32_768;
+    }
+    chunk
 }
 
 /// The data one transfer of algorithm `a` moves with protocol `p`, as NCCL's
@@ -114,6 +142,11 @@ pub fn chunk_bytes(
     nodes: u32,
     ppn: u32,
 ) -> u64 {
+    if a == CollectiveAlgorithm::NvlsTree {
+        // A chunk holds one NVLS chunk per head (a head per GPU of a server).
+        let heads = ppn.max(1);
+        return heads as u64 * nvls_chunk(bytes / channels.max(1) as u64, heads);
+    }
     let mut chunk = p.step_data_bytes();
     if a == CollectiveAlgorithm::Tree && p == Protocol::Ll128 {
         let ppn = ppn.max(1) as f64;
@@ -148,15 +181,19 @@ const HOST_PATH: u64 = 6_700;
 /// NCCL's launch latency of one operation (`baseLat`).
 pub fn launch_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
     let t = match a {
+        CollectiveAlgorithm::NvlsTree => return SimDuration::ZERO,
         CollectiveAlgorithm::Ring => nccl_tables::BASE_RING,
         _ => nccl_tables::BASE_TREE,
     };
     ns(t[p.index()])
 }
 
-/// The latency of one NVLink step (`hwLat[NVLINK]`).
+/// The latency of one NVLink step (`hwLat[NVLINK]`). NVLSTree's 25 us is NCCL's for
+/// the whole NVLS part of an operation (its tuner charges it once, `intraLat`), so each
+/// of its two NVLS phases, the switch's reduction and the multicast, pays half.
 pub fn nvlink_step_latency(a: CollectiveAlgorithm, p: Protocol) -> SimDuration {
     let t = match a {
+        CollectiveAlgorithm::NvlsTree => return ns(nccl_tables::NVLS_TREE_NVLINK / 2),
         CollectiveAlgorithm::Ring => nccl_tables::NVLINK_RING,
         _ => nccl_tables::NVLINK_TREE,
     };
@@ -171,6 +208,7 @@ pub fn net_step_latency(
     one_rank_per_node: bool,
 ) -> SimDuration {
     let t = match a {
+        CollectiveAlgorithm::NvlsTree => return ns(nccl_tables::NVLS_TREE_NET),
         CollectiveAlgorithm::Ring if !one_rank_per_node => nccl_tables::NET_RING,
         _ => nccl_tables::NET_TREE,
     };
@@ -220,6 +258,45 @@ mod tests {
         // Ring never shrinks.
         let r = CollectiveAlgorithm::Ring;
         assert_eq!(chunk_bytes(r, Protocol::Ll128, 1 << 20, 16, 2, 8), 576_000);
+    }
+
+    /// NCCL 2.26's `calcCollChunking` for NVLSTree on 8 heads and 16 channels: 64 KiB per
+    /// channel at 1 MiB and 256 KiB at 4 MiB take 32 KiB chunks (below heads x 64 KiB =
+    /// 512 KiB), 2 MiB at 32 MiB 64 KiB (below 4 x heads x 128 KiB = 4 MiB), 8 MiB at
+    /// 128 MiB the full 128 KiB; a chunk of the graph holds one per head.
+    #[test]
+    fn nvls_tree_chunks_shrink_for_small_messages_as_nccl_does() {
+        for (total, per_head) in [
+            (1u64 << 20, 32_768u64),
+            (4 << 20, 32_768),
+            (32 << 20, 65_536),
+            (128 << 20, 131_072),
+            (256 << 20, 131_072),
+        ] {
+            assert_eq!(nvls_chunk(total / 16, 8), per_head, "{total} B");
+            assert_eq!(
+                chunk_bytes(
+                    CollectiveAlgorithm::NvlsTree,
+                    Protocol::Simple,
+                    total,
+                    16,
+                    2,
+                    8
+                ),
+                8 * per_head
+            );
+        }
+        // NVLS latencies: nothing at launch, half of 25 us per NVLS phase, 14 us a tree step.
+        let a = CollectiveAlgorithm::NvlsTree;
+        assert_eq!(launch_latency(a, Protocol::Simple), SimDuration::ZERO);
+        assert_eq!(
+            nvlink_step_latency(a, Protocol::Simple),
+            SimDuration(12_500_000)
+        );
+        assert_eq!(
+            net_step_extra(a, Protocol::Simple, false),
+            SimDuration(7_300_000)
+        );
     }
 
     #[test]

@@ -222,6 +222,7 @@ impl CollectiveRun {
                 dst,
                 channel: c,
                 bytes: self.proto.wire_bytes(x.bytes),
+                nvls: super::dag::Nvls::No,
             });
             if self.rank_finished(p) {
                 self.ranks_done += 1;

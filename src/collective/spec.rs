@@ -26,6 +26,10 @@ pub enum CollectiveAlgorithm {
     Tree,
     Hierarchical,
     InNetwork,
+    /// NCCL's NVLSTree (`NCCL_ALGO=NVLSTree`): NVLink SHARP inside each server (the
+    /// NVSwitch adds the GPUs' shards and multicasts the result), a tree per rail across
+    /// the servers (`collective::dag::build_nvls_tree`).
+    NvlsTree,
 }
 
 /// NCCL's protocol (`workload[].collective.protocol`, as `NCCL_PROTO`): `auto` lets the

@@ -110,6 +110,7 @@ pub fn algorithm_name(a: CollectiveAlgorithm) -> &'static str {
         CollectiveAlgorithm::Tree => "tree",
         CollectiveAlgorithm::Hierarchical => "hierarchical",
         CollectiveAlgorithm::InNetwork => "in_network",
+        CollectiveAlgorithm::NvlsTree => "nvls_tree",
     }
 }
 

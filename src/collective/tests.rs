@@ -38,6 +38,7 @@ pub(super) fn collective(
         qps_per_connection: 1,
         split_data_on_qps: false,
         ar_threshold: defaults::AR_THRESHOLD,
+        nvls: false,
     }
 }
 

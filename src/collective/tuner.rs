@@ -20,8 +20,11 @@
 //!
 //! The graph bandwidth NCCL's topology search would find is taken from the fabric: on
 //! one or two nodes NCCL uses its intra-node figure (the NVLink rate per GPU), beyond
-//! that its inter-node one (the server's NICs). Leaves out: NVLS, CollNet, PAT, the
-//! per-size channel and thread reduction (`getChannnelThreadInfo`) and tuner plugins.
+//! that its inter-node one (the server's NICs). With `nvls` (NVLink SHARP there for
+//! NCCL), allreduce across servers also weighs NVLSTree (Simple only): latency 25 us +
+//! 2 x log2(nodes) x 14 us, bandwidth the NVLS graph's (`nvls_graph`) x 5/6. Leaves out:
+//! NVLS on one server and with CollNet, CollNet, PAT, the per-size channel and thread
+//! reduction (`getChannnelThreadInfo`) and tuner plugins.
 
 use super::protocol::{launch_latency, net_step_latency, nvlink_step_latency, Protocol};
 use super::{Collective, CollectiveAlgorithm, CollectiveOp, RankLoc};
@@ -63,6 +66,32 @@ const TREE_CORRECTION: [[f64; 23]; 3] = [
         0.7, 0.7, 0.8, 0.9, 0.9,
     ],
 ];
+/// The bandwidths NCCL's topology search tries on Hopper, GB/s (`src/graph/search.cc`,
+/// `sm90SpeedArrayIntra`, `sm90SpeedArrayInter`): a graph's bandwidth is the first that
+/// fits.
+const SM90_SPEED_INTRA: [f64; 11] = [
+    60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+];
+const SM90_SPEED_INTER: [f64; 17] = [
+    48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
+    0.12,
+];
+
+fn first_fitting(speeds: &[f64], limit: f64) -> f64 {
+    speeds.iter().copied().find(|&s| s <= limit).unwrap_or(0.0)
+}
+
+/// NCCL's NVLS graph on servers of `ppn` GPUs, each with its own NIC: (channels,
+/// bwIntra, bwInter). One channel per head GPU (`NCCL_MAX_NVLS_ARITY` allows more than
+/// 8); a head's NVSwitch link carries twice a channel's bandwidth and every other GPU's
+/// once, so (ppn + 1) x bwIntra fits the GPU's NVLink; bwInter, raised up to twice
+/// bwIntra, fits the head's NIC (`ncclTopoSearchTryNvls`, search pass 2).
+pub fn nvls_graph(ppn: f64, intra_gbps: f64, nic_gbps: f64) -> (f64, f64, f64) {
+    let intra = first_fitting(&SM90_SPEED_INTRA, intra_gbps / (ppn + 1.0));
+    let inter = first_fitting(&SM90_SPEED_INTER, nic_gbps.min(2.0 * intra));
+    (ppn, intra, inter)
+}
+
 /// `NCCL_P2P_LL_THRESHOLD`'s default, bytes per peer.
 const P2P_LL_THRESHOLD: u64 = 16_384;
 /// `getNetOverhead()` on x86 Intel hosts, us (tripled for Simple).
@@ -119,6 +148,17 @@ pub fn estimate_us(t: &TunerInput, a: CollectiveAlgorithm, p: Protocol, bytes: u
     let mut lat = us(launch_latency(a, p));
     let ratio;
     match a {
+        // NVLSTree (Simple only, allreduce across servers): latency = NVLS's 25 us +
+        // 2 x log2(nodes) x 14 us; bus bandwidth = the NVLS graph's channels x
+        // min(bwIntra, bwInter, halved beyond two nodes), ratio 5/6.
+        CollectiveAlgorithm::NvlsTree if allreduce && nodes > 1 && p == Protocol::Simple => {
+            lat +=
+                us(nvlink_step_latency(a, p)) * 2.0 + 2.0 * log2i(nodes as u64) as f64 * inter_lat;
+            let (nvls_ch, intra, inter) = nvls_graph(ppn, t.intra_gbps, t.net_gbps / ppn);
+            let inter = if nodes <= 2 { inter } else { inter / 2.0 };
+            bus_bw = nvls_ch * intra.min(inter);
+            ratio = 5.0 / 6.0;
+        }
         CollectiveAlgorithm::Ring => {
             let n_inter = match (nodes, t.op) {
                 (1, _) => 0.0,
@@ -183,7 +223,8 @@ pub fn choose(
     algs.sort_by_key(|a| match a {
         CollectiveAlgorithm::Tree => 0,
         CollectiveAlgorithm::Ring => 1,
-        _ => 2,
+        CollectiveAlgorithm::NvlsTree => 2,
+        _ => 3,
     });
     for &a in &algs {
         for &p in protocols {
@@ -215,7 +256,13 @@ pub fn choices(
         intra_gbps: c.intra_rate.0 as f64 / 8e9,
         net_gbps,
     };
+    let nvls = c.nvls && super::dag::nvls_servers(ranks).is_some();
     let algorithms: &[CollectiveAlgorithm] = match c.algorithm {
+        CollectiveAlgorithm::Auto if c.op == CollectiveOp::Allreduce && nvls => &[
+            CollectiveAlgorithm::Ring,
+            CollectiveAlgorithm::Tree,
+            CollectiveAlgorithm::NvlsTree,
+        ],
         CollectiveAlgorithm::Auto if c.op == CollectiveOp::Allreduce => {
             &[CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree]
         }
@@ -241,10 +288,15 @@ pub fn choices(
                 return (CollectiveAlgorithm::Ring, p);
             }
             choose(&input, algorithms, protocols, size)
-                // Hierarchical and in-network are not NCCL's: they run as given.
+                // Hierarchical and in-network are not NCCL's: they run as given (and
+                // NVLSTree, when forced, with Simple, its only protocol).
                 .unwrap_or((
                     algorithms[0],
-                    protocols.last().copied().unwrap_or(Protocol::Simple),
+                    if algorithms[0] == CollectiveAlgorithm::NvlsTree {
+                        Protocol::Simple
+                    } else {
+                        protocols.last().copied().unwrap_or(Protocol::Simple)
+                    },
                 ))
         })
         .collect()
@@ -316,6 +368,43 @@ mod tests {
         assert_eq!(
             ring_only,
             Some((CollectiveAlgorithm::Ring, Protocol::Ll128))
+        );
+    }
+
+    /// NVLSTree on 2 x 8 H100 (NCCL 2.26's model, worked by hand): the NVLS graph is 8
+    /// channels of bwIntra 40 GB/s (370.8 / 9 = 41.2, the first Hopper speed below) and
+    /// bwInter 48 (the NIC's 50, at most 2 x 40); bandwidth 8 x min(40, 48) x 5/6 = 266.7
+    /// GB/s; latency 0 + 25 + 2 x 1 x 14 = 53 us: 56.93 us at 1 MiB. It beats tree LL128
+    /// (59.1 us) there and every pair from 1 MiB to 256 MiB, as NCCL picks NVLSTree on
+    /// such a cluster; it does not run on one server, nor with LL or LL128.
+    #[test]
+    fn nvls_tree_follows_nccls_model_by_hand() {
+        assert_eq!(nvls_graph(8.0, 370.8, 50.0), (8.0, 40.0, 48.0));
+        let t = h100_2x8(16);
+        let a = CollectiveAlgorithm::NvlsTree;
+        let x = estimate_us(&t, a, Protocol::Simple, 1 << 20).unwrap();
+        assert!(
+            (x - (53.0 + 1_048_576.0 / (1000.0 * 8.0 * 40.0 * 5.0 / 6.0))).abs() < 1e-9,
+            "{x}"
+        );
+        assert_eq!(estimate_us(&t, a, Protocol::Ll128, 1 << 20), None);
+        let one = TunerInput {
+            ranks: 8,
+            nodes: 1,
+            ..t
+        };
+        assert_eq!(estimate_us(&one, a, Protocol::Simple, 1 << 20), None);
+        let all = [CollectiveAlgorithm::Ring, CollectiveAlgorithm::Tree, a];
+        for b in (20..=28).map(|k| 1u64 << k) {
+            assert_eq!(
+                choose(&t, &all, &Protocol::ALL, b),
+                Some((a, Protocol::Simple)),
+                "{b} B"
+            );
+        }
+        assert_eq!(
+            choose(&t, &all, &Protocol::ALL, 8),
+            Some((CollectiveAlgorithm::Tree, Protocol::Ll))
         );
     }
 }

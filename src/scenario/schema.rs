@@ -837,8 +837,8 @@ pub struct IntraHostSpec {
 #[serde(deny_unknown_fields)]
 pub struct CollectiveSpec {
     pub op: CollectiveOp,
-    /// `auto` (NCCL's tuner chooses ring or tree per size, the default), `ring`, `tree`,
-    /// `hierarchical` or `in_network`.
+    /// `auto` (NCCL's tuner chooses ring or tree per size, the default; NVLSTree too with
+    /// `nvls`), `ring`, `tree`, `hierarchical`, `in_network` or `nvls_tree`.
     #[serde(default)]
     pub algorithm: Option<CollectiveAlgorithm>,
     /// NCCL's protocol: `simple`, `ll`, `ll128` or `auto` (NCCL's tuner, per size, the
@@ -913,6 +913,10 @@ pub struct CollectiveSpec {
     /// 8KiB.
     #[serde(default)]
     pub ar_threshold: Option<Size>,
+    /// NVLink SHARP for NCCL to use (multicast-capable NVSwitches, `NCCL_NVLS_ENABLE`):
+    /// `auto` weighs NVLSTree too; default false.
+    #[serde(default)]
+    pub nvls: Option<bool>,
 }
 
 /// What a compare set may change in the scenario's collectives.

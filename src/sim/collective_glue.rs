@@ -5,6 +5,7 @@
 use super::Sources;
 use super::{FlowState, Sim};
 use crate::analytic::ideal_fct_on_path;
+use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
 use crate::engine::{Event, FlowId};
@@ -45,6 +46,9 @@ impl Sim {
 
     /// Carries out the transfers in `out` (and empties it).
     pub(super) fn dispatch_sends(&mut self, now: SimTime, run: u32, out: &mut Vec<Send>) {
+        // When the last NVLS multicast's first copy lands: its replicas land with it (a
+        // multicast's copies are issued together, right after the first).
+        let mut multicast_end = None;
         for s in out.drain(..) {
             let r = &self.colls[run as usize];
             let n = r.ranks_len();
@@ -54,6 +58,15 @@ impl Sim {
             }
             let (a, b) = (r.ranks[s.src as usize], r.ranks[s.dst as usize]);
             if a.server == b.server {
+                if let (Nvls::Replica, Some(end)) = (s.nvls, multicast_end) {
+                    // The NVSwitch copies the multicast: no link or channel time.
+                    self.q.schedule(
+                        end,
+                        Sources::WORKLOAD,
+                        Event::CollArrive { run, xfer: s.xfer },
+                    );
+                    continue;
+                }
                 // NVLink-like: each channel moves its transfers one at a time at its copy
                 // rate, and the sending GPU's link carries at most its rate in all (its
                 // backlog counted from now, so a channel's wait does not idle the link).
@@ -67,6 +80,9 @@ impl Sim {
                 let start = now.max(*chan);
                 let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
                 *chan = end;
+                if s.nvls == Nvls::Multicast {
+                    multicast_end = Some(end);
+                }
                 // The receiver takes it when it has arrived (its reduction engine and
                 // connection order are booked then, not now).
                 self.q.schedule(

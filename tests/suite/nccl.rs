@@ -76,9 +76,12 @@ fn within(what: &str, got: f64, measured: f64, tolerance: f64) {
     );
 }
 
-/// 2 x 8 H100 with NCCL's default choice, 1 MiB to 256 MiB (5 timed iterations after
-/// 1 warm-up): measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 / 4 / 32 / 128 /
-/// 256 MiB. 128 and 256 MiB are within 15% (706.7 and 1,337.2 us: -5.6% and +4.2%).
+/// 2 x 8 H100 with NCCL's default choice without NVLink SHARP, 1 MiB to 256 MiB (5 timed
+/// iterations after 1 warm-up): measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 /
+/// 4 / 32 / 128 / 256 MiB, but by NVLSTree (see `nvls_tree_runs_as_nccls_model_of_it_and_
+/// the_cluster_is_slower`), so this compares tree and ring with what NVLSTree did: not
+/// like for like, kept as a regression check of those two algorithms. 128 and 256 MiB
+/// are within 15% (706.7 and 1,337.2 us: -5.6% and +4.2%).
 /// From 1 to 32 MiB doorbell is 19-25% fast (58.5 / 70.5 / 216.6 us), a known gap whose
 /// cause is not found: NCCL's own tuner model is fast too at 1 and 4 MiB (59 and 81 us
 /// for tree LL128) but close at 32 MiB (259 us for ring LL128), where doorbell overlaps
@@ -289,4 +292,157 @@ fn the_channel_copy_rate_bounds_a_servers_busbw() {
     assert!((0.9 * 160.0..=160.0).contains(&slow), "{slow}");
     let fast = busbw("1000GB/s");
     assert!((0.95 * 370.8..=370.8).contains(&fast), "{fast}");
+}
+
+/// With NVLink SHARP there (`nvls: true`, as on the measured cluster: its source thread,
+/// NVIDIA/nccl-tests#309, has NVIDIA's engineer saying multi-node runs use NVLSTree, and
+/// the thread starter's single-server run reached 368.76 GB/s only with NVLS disabled),
+/// NCCL's choice on 2 x 8 is NVLSTree with Simple from 1 MiB to 256 MiB, and the
+/// simulated steady-state iteration (p50) lands on NCCL 2.26's own model of it: 53 us +
+/// bytes / 266.7 GB/s, 56.9 / 68.7 / 178.8 / 556.3 / 1,059.6 us (doorbell 55.7 / 66.1 /
+/// 173.3 / 539.7 / 1,038.4: -2% to -3%). The cluster measured 71.9 / 94.4 / 267.9 /
+/// 748.3 / 1,282.8 us with that choice: NCCL's NVLSTree runs 21-50% slower than NCCL's
+/// model of it, and so 19-35% slower than doorbell (the gap issue 16 reports, now
+/// against the algorithm that ran). Asserted: the choice, the model within 5%, and the
+/// measured gap inside 10-40% so that a change that moves it shows.
+#[test]
+fn nvls_tree_runs_as_nccls_model_of_it_and_the_cluster_is_slower() {
+    // 1, 4, 16, 64 and 256 MiB.
+    let sc = h100(&[
+        "workload.0.collective.nvls=true",
+        "workload.0.collective.minbytes=1MiB",
+        "workload.0.collective.maxbytes=256MiB",
+        "workload.0.collective.stepfactor=4",
+    ]);
+    let out = run(&sc);
+    let s = summarize(&sc, &out);
+    let c = &s.collectives[0];
+    assert!(c.complete);
+    let model = doorbell::collective::tuner::TunerInput {
+        op: doorbell::collective::CollectiveOp::Allreduce,
+        ranks: 16,
+        nodes: 2,
+        channels: 16,
+        intra_gbps: 370.8,
+        net_gbps: 400.0,
+    };
+    for (size, measured) in [
+        (MIB, Some(71.9)),
+        (4 * MIB, Some(94.4)),
+        (16 * MIB, None),
+        (64 * MIB, None),
+        (256 * MIB, Some(1282.8)),
+    ] {
+        let r = c.rows.iter().find(|r| r.size == size).expect("size run");
+        assert_eq!(r.wrong, 0);
+        assert_eq!(
+            (r.algorithm, r.protocol),
+            ("nvls_tree", "simple"),
+            "{size} B"
+        );
+        let m = doorbell::collective::tuner::estimate_us(
+            &model,
+            doorbell::collective::CollectiveAlgorithm::NvlsTree,
+            doorbell::collective::Protocol::Simple,
+            size,
+        )
+        .expect("NVLSTree runs here");
+        within(
+            &format!("{size} B against NCCL's model, us"),
+            r.p50_us,
+            m,
+            0.05,
+        );
+        if let Some(measured) = measured {
+            let gap = (measured - r.p50_us) / measured;
+            assert!(
+                (0.10..=0.40).contains(&gap),
+                "{size} B: {:.1} us against {measured} measured ({:.0}% below)",
+                r.p50_us,
+                gap * 100.0
+            );
+        }
+    }
+}
+
+/// A second measured cluster: 2 servers of 8 H100 on 400G InfiniBand (8 NICs each, as
+/// NVIDIA's engineer reads its 392 GB/s plateau), ring forced, in NVIDIA/nccl-tests#309
+/// (comment by gj-aion, 2025-06-18): `NCCL_ALGO=Ring NCCL_MIN_CTAS=24
+/// NCCL_IB_QPS_PER_CONNECTION=2 all_reduce_perf -b 1M -e 8G -f 2`, 20 iterations after
+/// 5 warm-ups. Measured out-of-place: 1,355.9 / 2,649.9 / 5,236.2 us at 256 MiB / 512
+/// MiB / 1 GiB (busbw 371.2 / 379.9 / 384.5 GB/s). Modelled on this scenario's cluster
+/// with 24 channels and 2 queue pairs per connection: 1,345.9 / 2,577.2 / 5,172.5 us
+/// (steady-state iterations), -0.7%, -2.7%, -1.2%. Smaller sizes are not asserted: the
+/// thread does not say which protocol NCCL ran, and the measured times (156.9 us at 1
+/// MiB, flat to 2 MiB, 274.2 at 32 MiB) follow doorbell's ring Simple (182 / 184 / 282
+/// us, +16% / +18% / +3%) rather than its ring LL128 (89 / 91 / 191 us), which NCCL's
+/// tuner would pick where LL128 is enabled. Asserted: within 5% from 256 MiB to 1 GiB.
+#[test]
+fn a_second_cluster_with_the_ring_forced_follows_the_large_sizes() {
+    for (size, bytes, measured) in [
+        ("256MiB", 256 * MIB, 1355.9),
+        ("512MiB", 512 * MIB, 2649.9),
+        ("1GiB", 1024 * MIB, 5236.2),
+    ] {
+        let sc = h100_at(
+            size,
+            2,
+            &[
+                "workload.0.collective.algorithm=ring",
+                "workload.0.collective.channels=24",
+                "workload.0.collective.qps_per_connection=2",
+            ],
+        );
+        let out = run(&sc);
+        let s = summarize(&sc, &out);
+        let r = &s.collectives[0].rows[0];
+        assert_eq!((r.size, r.wrong), (bytes, 0));
+        assert_eq!(r.protocol, "simple");
+        within(&format!("{size}, us"), r.p50_us, measured, 0.05);
+    }
+}
+
+/// NVLSTree runs where NCCL can run it, and says so otherwise: one server, or servers
+/// whose GPUs share NICs (no head per rail), or a protocol other than Simple are refused
+/// before the run, naming the field.
+#[test]
+fn nvls_tree_is_refused_where_nccl_cannot_run_it() {
+    let refuse = |set: &[&str], field: &str, says: &str| {
+        let path = format!(
+            "{}/scenarios/nccl-tests-h100.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let yaml = std::fs::read_to_string(path).expect("the scenario ships");
+        let mut o = doorbell::scenario::Overrides::default();
+        for s in set {
+            o.set.push(s.to_string());
+        }
+        let err = doorbell::scenario::parse_str(&yaml, "x.yaml", "x", &o).unwrap_err();
+        assert_eq!(
+            err.path,
+            format!("workload[0].collective.{field}"),
+            "{set:?}"
+        );
+        assert!(err.message.contains(says), "{set:?}: {}", err.message);
+    };
+    let nvls = "workload.0.collective.algorithm=nvls_tree";
+    refuse(
+        &[nvls, "topology.hosts_per_leaf=1"],
+        "algorithm",
+        "two or more servers",
+    );
+    refuse(&[nvls, "host.nics_per_host=4"], "algorithm", "its own NIC");
+    refuse(
+        &[nvls, "workload.0.collective.protocol=ll128"],
+        "protocol",
+        "Simple",
+    );
+    refuse(
+        &[
+            "workload.0.collective.algorithm=nvls_tree",
+            "workload.0.collective.op=allgather",
+        ],
+        "algorithm",
+        "allreduce only",
+    );
 }

@@ -170,6 +170,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         )?,
         split_data_on_qps: s.split_data_on_qps.unwrap_or(false),
         ar_threshold: s.ar_threshold.map_or(cd::AR_THRESHOLD, |b| b.0 .0),
+        nvls: s.nvls.unwrap_or(false),
     })))
 }
 
@@ -239,6 +240,22 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
         ));
     }
     let ranks = crate::collective::place_on(c, env.host, env.topology.hosts(), env.seed, env.item)?;
+    if c.algorithm == schema::CollectiveAlgorithm::NvlsTree {
+        if c.protocol
+            .is_some_and(|p| p != crate::collective::Protocol::Simple)
+        {
+            return e(
+                "protocol",
+                "`nvls_tree` runs NCCL's Simple protocol only: use `protocol: simple` or `auto`",
+            );
+        }
+        if crate::collective::dag::nvls_servers(&ranks).is_none() {
+            return e(
+                "algorithm",
+                "`nvls_tree` needs ranks on two or more servers, the same number on each and more than two (NCCL's NVLS needs more than two GPUs), each rank on its own NIC (`host.nics_per_host` equal to `gpus_per_host`)",
+            );
+        }
+    }
     if env.topology.planes > 1 {
         check_planes(c, &ranks, env)?;
     }
@@ -357,9 +374,11 @@ pub fn check_collective_algorithm(
 ) -> Result<(), String> {
     use schema::CollectiveAlgorithm as A;
     match algorithm {
-        A::Tree | A::Hierarchical | A::InNetwork if op != schema::CollectiveOp::Allreduce => Err(
-            "`tree`, `hierarchical` and `in_network` run allreduce only (as NCCL's tree and SHARP do); use `ring` for other operations".into(),
-        ),
+        A::Tree | A::Hierarchical | A::InNetwork | A::NvlsTree
+            if op != schema::CollectiveOp::Allreduce =>
+        {
+            Err("`tree`, `hierarchical`, `in_network` and `nvls_tree` run allreduce only (as NCCL's tree, NVLSTree and SHARP do); use `ring` for other operations".into())
+        }
         _ => Ok(()),
     }
 }
