@@ -116,13 +116,42 @@ impl Ord for Entry {
 }
 
 /// The event queue. `now` only moves forward.
+///
+/// A radix heap on time (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms for the
+/// shortest path problem", JACM 1990), which a discrete-event queue suits because the
+/// earliest time never decreases: an event waits in bucket i when its time first
+/// differs from `base` (the earliest time when the buckets were last refilled) at bit
+/// i; the events at `base` itself wait in a small binary heap ordered by the whole key,
+/// so ties pop by source and counter exactly as one heap of keys would. A push is a
+/// vector push; when the events at `base` are gone, the lowest non-empty bucket is
+/// spread over the buckets below it around its own earliest time, so each event moves
+/// at most 64 times and mostly stays put. Before, one binary heap of every event: 22-26%
+/// of the run time in its `pop` (issue 17's profile).
 #[derive(Debug)]
 pub struct EventQueue {
-    heap: BinaryHeap<Entry>,
+    /// The events at time `base`, earliest key on top.
+    at_base: BinaryHeap<Entry>,
+    /// `buckets[i]`: events whose time first differs from `base` at bit i.
+    buckets: Vec<Vec<Entry>>,
+    /// Bit i set when `buckets[i]` holds an event.
+    occupied: u64,
+    /// No pending event is earlier; `now` once an event at it has popped.
+    base: u64,
+    len: usize,
     /// Each source's next sequence number.
     counters: Vec<u64>,
     now: SimTime,
     popped: u64,
+}
+
+#[inline(always)]
+fn time_of(e: &Entry) -> u64 {
+    (e.key >> 64) as u64
+}
+
+#[inline(always)]
+fn bucket_of(t: u64, base: u64) -> usize {
+    63 - (t ^ base).leading_zeros() as usize
 }
 
 impl EventQueue {
@@ -133,7 +162,11 @@ impl EventQueue {
             "{sources} event sources: at most {MAX_SOURCES}"
         );
         EventQueue {
-            heap: BinaryHeap::new(),
+            at_base: BinaryHeap::new(),
+            buckets: (0..64).map(|_| Vec::new()).collect(),
+            occupied: 0,
+            base: 0,
+            len: 0,
             counters: vec![0; sources],
             now: SimTime::ZERO,
             popped: 0,
@@ -153,11 +186,11 @@ impl EventQueue {
 
     /// Number of events waiting.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
     /// Schedules `event` at `at` on behalf of component `source`. Scheduling into the past
@@ -174,34 +207,86 @@ impl EventQueue {
         *counter += 1;
         assert!(seq < 1 << COUNTER_BITS, "source {source}: 2^40 events");
         let key = ((at.0 as u128) << 64) | ((source as u128) << COUNTER_BITS) | seq as u128;
-        self.heap.push(Entry { key, event });
+        let e = Entry { key, event };
+        self.len += 1;
+        // `base` is never later than `now` when a component schedules (it moves only
+        // in `pop`, to the time that pops).
+        if at.0 == self.base {
+            self.at_base.push(e);
+        } else {
+            let i = bucket_of(at.0, self.base);
+            self.buckets[i].push(e);
+            self.occupied |= 1 << i;
+        }
+    }
+
+    /// Moves the lowest non-empty bucket's events around its earliest time: those at it
+    /// to `at_base`, the others to lower buckets.
+    #[cold]
+    fn refill(&mut self) {
+        let i = self.occupied.trailing_zeros() as usize;
+        let mut v = std::mem::take(&mut self.buckets[i]);
+        self.occupied &= !(1 << i);
+        let m = v.iter().map(time_of).min().expect("an occupied bucket");
+        self.base = m;
+        for e in v.drain(..) {
+            let t = time_of(&e);
+            if t == m {
+                self.at_base.push(e);
+            } else {
+                let j = bucket_of(t, m);
+                self.buckets[j].push(e);
+                self.occupied |= 1 << j;
+            }
+        }
+        // Keep the bucket's allocation for the events to come.
+        self.buckets[i] = v;
     }
 
     /// Pops the earliest event and advances `now` to its time.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
-        let e = self.heap.pop()?;
-        let t = SimTime((e.key >> 64) as u64);
+        if self.at_base.is_empty() {
+            if self.occupied == 0 {
+                return None;
+            }
+            self.refill();
+        }
+        let e = self.at_base.pop()?;
+        let t = SimTime(time_of(&e));
         debug_assert!(t >= self.now);
         self.now = t;
+        self.len -= 1;
         self.popped += 1;
         Some((t, e.event))
+    }
+
+    /// Every pending event.
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.at_base.iter().chain(self.buckets.iter().flatten())
     }
 
     /// Time of the earliest pending event that `pred` accepts: a scan of the whole
     /// queue, for rare questions (the watchdog's), never per event.
     pub fn earliest_where(&self, pred: impl Fn(&Event) -> bool) -> Option<SimTime> {
-        self.heap
-            .iter()
+        self.entries()
             .filter(|e| pred(&e.event))
             .map(|e| e.key)
             .min()
             .map(|k| SimTime((k >> 64) as u64))
     }
 
-    /// Time of the earliest pending event.
+    /// Time of the earliest pending event (a scan of the lowest bucket when nothing is
+    /// due at `base`, the scan the next `pop` repeats as it refills).
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| SimTime((e.key >> 64) as u64))
+        if !self.at_base.is_empty() {
+            return Some(SimTime(self.base));
+        }
+        if self.occupied == 0 {
+            return None;
+        }
+        let i = self.occupied.trailing_zeros() as usize;
+        self.buckets[i].iter().map(time_of).min().map(SimTime)
     }
 }
 
