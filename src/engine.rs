@@ -121,18 +121,26 @@ impl Ord for Entry {
 /// shortest path problem", JACM 1990), which a discrete-event queue suits because the
 /// earliest time never decreases: an event waits in bucket i when its time first
 /// differs from `base` (the earliest time when the buckets were last refilled) at bit
-/// i; the events at `base` itself wait in a small binary heap ordered by the whole key,
-/// so ties pop by source and counter exactly as one heap of keys would. A push is a
-/// vector push; when the events at `base` are gone, the lowest non-empty bucket is
-/// spread over the buckets below it around its own earliest time, so each event moves
-/// at most 64 times and mostly stays put. Before, one binary heap of every event: 22-26%
-/// of the run time in its `pop` (issue 17's profile).
+/// i, and each bucket knows its earliest time. The events at `base` itself are ordered
+/// by the whole key, so ties pop by source and counter exactly as one heap of keys
+/// would: those a refill brings are sorted once (`due`, earliest last), those scheduled
+/// at `base` while it is being processed wait in a small binary heap (`late`), and a
+/// pop takes the earlier of the two. A push is a vector push; when the events at `base`
+/// are gone, the lowest non-empty bucket is spread over the buckets below it around its
+/// earliest time, so each event moves at most 64 times and mostly stays put. Before,
+/// one binary heap of every event: 22-26% of the run time in its `pop` (issue 17's
+/// profile).
 #[derive(Debug)]
 pub struct EventQueue {
-    /// The events at time `base`, earliest key on top.
-    at_base: BinaryHeap<Entry>,
-    /// `buckets[i]`: events whose time first differs from `base` at bit i.
+    /// Events at time `base` that the last refill brought, sorted with the earliest key
+    /// last.
+    due: Vec<Entry>,
+    /// Events at time `base` scheduled since, earliest key on top.
+    late: BinaryHeap<Entry>,
+    /// `buckets[i]`: events whose time first differs from `base` at bit i; `bucket_min`
+    /// the earliest time in each (`u64::MAX` when empty).
     buckets: Vec<Vec<Entry>>,
+    bucket_min: [u64; 64],
     /// Bit i set when `buckets[i]` holds an event.
     occupied: u64,
     /// No pending event is earlier; `now` once an event at it has popped.
@@ -162,8 +170,10 @@ impl EventQueue {
             "{sources} event sources: at most {MAX_SOURCES}"
         );
         EventQueue {
-            at_base: BinaryHeap::new(),
+            due: Vec::new(),
+            late: BinaryHeap::new(),
             buckets: (0..64).map(|_| Vec::new()).collect(),
+            bucket_min: [u64::MAX; 64],
             occupied: 0,
             base: 0,
             len: 0,
@@ -212,33 +222,38 @@ impl EventQueue {
         // `base` is never later than `now` when a component schedules (it moves only
         // in `pop`, to the time that pops).
         if at.0 == self.base {
-            self.at_base.push(e);
+            self.late.push(e);
         } else {
             let i = bucket_of(at.0, self.base);
             self.buckets[i].push(e);
+            self.bucket_min[i] = self.bucket_min[i].min(at.0);
             self.occupied |= 1 << i;
         }
     }
 
     /// Moves the lowest non-empty bucket's events around its earliest time: those at it
-    /// to `at_base`, the others to lower buckets.
-    #[cold]
+    /// to `due`, sorted, the others to lower buckets.
+    #[inline(never)]
     fn refill(&mut self) {
         let i = self.occupied.trailing_zeros() as usize;
         let mut v = std::mem::take(&mut self.buckets[i]);
         self.occupied &= !(1 << i);
-        let m = v.iter().map(time_of).min().expect("an occupied bucket");
+        let m = self.bucket_min[i];
+        self.bucket_min[i] = u64::MAX;
         self.base = m;
         for e in v.drain(..) {
             let t = time_of(&e);
             if t == m {
-                self.at_base.push(e);
+                self.due.push(e);
             } else {
                 let j = bucket_of(t, m);
                 self.buckets[j].push(e);
+                self.bucket_min[j] = self.bucket_min[j].min(t);
                 self.occupied |= 1 << j;
             }
         }
+        // Earliest key last, so that pops take from the end.
+        self.due.sort_unstable_by(|a, b| b.key.cmp(&a.key));
         // Keep the bucket's allocation for the events to come.
         self.buckets[i] = v;
     }
@@ -246,13 +261,21 @@ impl EventQueue {
     /// Pops the earliest event and advances `now` to its time.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
-        if self.at_base.is_empty() {
+        if self.due.is_empty() && self.late.is_empty() {
             if self.occupied == 0 {
                 return None;
             }
             self.refill();
         }
-        let e = self.at_base.pop()?;
+        let from_due = match (self.due.last(), self.late.peek()) {
+            (Some(d), Some(l)) => d.key < l.key,
+            (d, _) => d.is_some(),
+        };
+        let e = if from_due {
+            self.due.pop()
+        } else {
+            self.late.pop()
+        }?;
         let t = SimTime(time_of(&e));
         debug_assert!(t >= self.now);
         self.now = t;
@@ -263,7 +286,10 @@ impl EventQueue {
 
     /// Every pending event.
     fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.at_base.iter().chain(self.buckets.iter().flatten())
+        self.due
+            .iter()
+            .chain(self.late.iter())
+            .chain(self.buckets.iter().flatten())
     }
 
     /// Time of the earliest pending event that `pred` accepts: a scan of the whole
@@ -276,17 +302,16 @@ impl EventQueue {
             .map(|k| SimTime((k >> 64) as u64))
     }
 
-    /// Time of the earliest pending event (a scan of the lowest bucket when nothing is
-    /// due at `base`, the scan the next `pop` repeats as it refills).
+    /// Time of the earliest pending event.
+    #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        if !self.at_base.is_empty() {
+        if !self.due.is_empty() || !self.late.is_empty() {
             return Some(SimTime(self.base));
         }
         if self.occupied == 0 {
             return None;
         }
-        let i = self.occupied.trailing_zeros() as usize;
-        self.buckets[i].iter().map(time_of).min().map(SimTime)
+        Some(SimTime(self.bucket_min[self.occupied.trailing_zeros() as usize]))
     }
 }
 
