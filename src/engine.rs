@@ -311,7 +311,9 @@ impl EventQueue {
         if self.occupied == 0 {
             return None;
         }
-        Some(SimTime(self.bucket_min[self.occupied.trailing_zeros() as usize]))
+        Some(SimTime(
+            self.bucket_min[self.occupied.trailing_zeros() as usize],
+        ))
     }
 }
 
