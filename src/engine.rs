@@ -253,7 +253,7 @@ impl EventQueue {
             }
         }
         // Earliest key last, so that pops take from the end.
-        self.due.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+        self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         // Keep the bucket's allocation for the events to come.
         self.buckets[i] = v;
     }
