@@ -367,12 +367,7 @@ pub fn build_rail_hierarchical(
     let per_chunk = g * pieces;
     let mut b = Builder::default();
     let n = servers.iter().map(|x| x.len()).sum::<usize>();
-    let mut server_of = vec![0usize; n];
-    for (x, members) in servers.iter().enumerate() {
-        for &k in members {
-            server_of[k as usize] = x;
-        }
-    }
+    let server_of = server_index(servers, n);
     for (c, &e) in elems.iter().enumerate() {
         let c = c as u32;
         let chunks = e.div_ceil(chunk_elems).max(1);
@@ -384,29 +379,7 @@ pub fn build_rail_hierarchical(
             };
             let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
             // 1. Reduce-scatter inside each server: every rank sends shard s to GPU s.
-            let mut into: Vec<Vec<u32>> = vec![Vec::new(); n * pieces as usize];
-            for members in servers {
-                for s in 0..g {
-                    let owner = members[s as usize];
-                    for i in 0..pieces {
-                        for &k in members.iter().filter(|&&k| k != owner) {
-                            let d = b.node(
-                                DNode {
-                                    src: k,
-                                    dst: owner,
-                                    channel: c,
-                                    slot: slot(s, i),
-                                    bytes: bytes(s, i),
-                                    reduce: true,
-                                    nvls: Nvls::No,
-                                },
-                                &[],
-                            );
-                            into[owner as usize * pieces as usize + i as usize].push(d);
-                        }
-                    }
-                }
-            }
+            let into = scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::No);
             // 2. Each rail's shard across the servers, then 3. all-gather inside each.
             for (s, groups) in rails.iter().enumerate() {
                 let s = s as u64;
@@ -443,6 +416,56 @@ pub fn build_rail_hierarchical(
     finish_chunks(b, elems, chunk_elems, per_chunk)
 }
 
+/// Each rank's server index, for `n` ranks grouped as `servers`.
+fn server_index(servers: &[Vec<u32>], n: usize) -> Vec<usize> {
+    let mut server_of = vec![0usize; n];
+    for (x, members) in servers.iter().enumerate() {
+        for &k in members {
+            server_of[k as usize] = x;
+        }
+    }
+    server_of
+}
+
+/// Inside each server every rank sends shard s of the chunk, piece by piece, to the
+/// server's GPU s (moving as `nvls` says); per (owner rank, piece) the transfers into it.
+#[allow(clippy::too_many_arguments)]
+fn scatter_to_owners(
+    b: &mut Builder,
+    servers: &[Vec<u32>],
+    n: usize,
+    c: u32,
+    pieces: u64,
+    slot: &dyn Fn(u64, u64) -> u32,
+    bytes: &dyn Fn(u64, u64) -> u64,
+    nvls: Nvls,
+) -> Vec<Vec<u32>> {
+    let mut into: Vec<Vec<u32>> = vec![Vec::new(); n * pieces as usize];
+    for members in servers {
+        for (s, &owner) in members.iter().enumerate() {
+            let s = s as u64;
+            for i in 0..pieces {
+                for &k in members.iter().filter(|&&k| k != owner) {
+                    let d = b.node(
+                        DNode {
+                            src: k,
+                            dst: owner,
+                            channel: c,
+                            slot: slot(s, i),
+                            bytes: bytes(s, i),
+                            reduce: true,
+                            nvls,
+                        },
+                        &[],
+                    );
+                    into[owner as usize * pieces as usize + i as usize].push(d);
+                }
+            }
+        }
+    }
+    into
+}
+
 /// NVLSTree allreduce (NCCL's `NCCL_ALGO_NVLS_TREE`, `src/device/all_reduce.h`
 /// `runTreeSplit` over `src/transport/nvls.cc`'s multicast buffers), for servers with the
 /// same number of ranks `g`, each on its own NIC (`servers[x]`: server x's ranks, by
@@ -467,12 +490,7 @@ pub fn build_nvls_tree(
     let pieces = 2u64;
     let per_chunk = g * pieces;
     let n = servers.iter().map(|x| x.len()).sum::<usize>();
-    let mut server_of = vec![0usize; n];
-    for (x, members) in servers.iter().enumerate() {
-        for &k in members {
-            server_of[k as usize] = x;
-        }
-    }
+    let server_of = server_index(servers, n);
     let mut b = Builder::default();
     for (c, &e) in elems.iter().enumerate() {
         let c = c as u32;
@@ -485,29 +503,8 @@ pub fn build_nvls_tree(
             };
             let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
             // 1. The switch adds every GPU's shard s for GPU s.
-            let mut into: Vec<Vec<u32>> = vec![Vec::new(); n * pieces as usize];
-            for members in servers {
-                for s in 0..g {
-                    let head = members[s as usize];
-                    for i in 0..pieces {
-                        for &k in members.iter().filter(|&&k| k != head) {
-                            let d = b.node(
-                                DNode {
-                                    src: k,
-                                    dst: head,
-                                    channel: c,
-                                    slot: slot(s, i),
-                                    bytes: bytes(s, i),
-                                    reduce: true,
-                                    nvls: Nvls::Reduce,
-                                },
-                                &[],
-                            );
-                            into[head as usize * pieces as usize + i as usize].push(d);
-                        }
-                    }
-                }
-            }
+            let into =
+                scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::Reduce);
             // 2. Rail s's heads in a double binary tree, 3. each head's multicast.
             for s in 0..g {
                 let heads: Vec<Vec<u32>> = servers.iter().map(|m| vec![m[s as usize]]).collect();
