@@ -14,8 +14,13 @@
 //! - broadcast: the buffer in `chunk`-sized pieces pipelined down the ring from the root;
 //! - alltoall: every rank sends its `1/n` of the buffer to every other rank at once.
 //!
+//! With Simple (and `chunk` not given), allreduce, reduce-scatter and allgather move a
+//! chunk of 4 buffer steps (2 MiB) per rank and loop, each step as two slices of 2 slots
+//! each (NCCL's `ProtoSimple<2, 2>`, `protocol::Slicing`): a slice waits only for the
+//! same slice of the step before.
+//!
 //! Sends are posted in program order as soon as they are ready and the receiver has one
-//! of its `NCCL_STEPS` buffer slots free. An iteration ends when the last rank has its
+//! of its `NCCL_STEPS` buffer slots free (a slice takes two). An iteration ends when the last rank has its
 //! last piece; the next is launched then (a barrier, where nccl-tests only waits per
 //! rank): its kernel starts once the CPU has enqueued it and after NCCL's launch
 //! latency (`protocol`). Each size runs with the algorithm and protocol given, or NCCL's
@@ -357,6 +362,8 @@ struct Layout {
     /// Sends per rank and channel, receives likewise.
     sends: Vec<u32>,
     recvs: Vec<u32>,
+    /// How each step's chunk is cut into transfers (slots count slices).
+    slicing: protocol::Slicing,
 }
 
 impl CollectiveRun {
@@ -486,6 +493,8 @@ impl CollectiveRun {
     fn chunk_bytes(&self) -> u64 {
         if self.cfg.chunk_given || self.algo == CollectiveAlgorithm::InNetwork {
             self.cfg.chunk
+        } else if self.ring_slicing() == protocol::Slicing::RING_SIMPLE {
+            self.proto.step_data_bytes() * protocol::RING_SIMPLE_CHUNK_STEPS as u64
         } else {
             protocol::chunk_bytes(
                 self.algo,
@@ -495,6 +504,25 @@ impl CollectiveRun {
                 self.nodes,
                 self.n / self.nodes.max(1),
             )
+        }
+    }
+
+    /// How the ring cuts a step's chunk: NCCL's two slices for allreduce, reduce-scatter
+    /// and allgather with Simple; one transfer per step otherwise, and when `chunk` was
+    /// given (it is then the most one transfer moves).
+    pub(super) fn ring_slicing(&self) -> protocol::Slicing {
+        let sliced_op = matches!(
+            self.cfg.op,
+            CollectiveOp::Allreduce | CollectiveOp::ReduceScatter | CollectiveOp::Allgather
+        );
+        if self.algo == CollectiveAlgorithm::Ring
+            && self.proto == Protocol::Simple
+            && sliced_op
+            && !self.cfg.chunk_given
+        {
+            protocol::Slicing::RING_SIMPLE
+        } else {
+            protocol::Slicing::WHOLE
         }
     }
 
@@ -665,7 +693,10 @@ impl CollectiveRun {
                     let holds_own = match self.cfg.op {
                         CollectiveOp::Allreduce | CollectiveOp::ReduceScatter => true,
                         // Pieces are named by ring position: its own is its position's.
-                        CollectiveOp::Allgather => slot % self.n == self.positions[c][p as usize],
+                        CollectiveOp::Allgather => {
+                            slot / self.layout.slicing.slices % self.n
+                                == self.positions[c][p as usize]
+                        }
                         CollectiveOp::Broadcast => p == self.cfg.root,
                         CollectiveOp::Alltoall => false,
                     };
@@ -885,17 +916,20 @@ impl CollectiveRun {
             for c in 0..self.cfg.channels {
                 for t in 0..tracked {
                     let slot = t * stride;
+                    // Allreduce, reduce-scatter and allgather name a slot by its piece
+                    // and slice.
+                    let piece = slot / self.layout.slicing.slices;
                     let got = self.buf[p as usize][(c * tracked + t) as usize];
                     let q = self.positions[c as usize][p as usize];
                     let want = match self.cfg.op {
                         CollectiveOp::Allreduce => Some((n, all)),
                         // Ring position q ends with piece (q + 1) mod n reduced.
                         CollectiveOp::ReduceScatter => {
-                            (slot % n == (q + 1) % n).then_some((n, all))
+                            (piece % n == (q + 1) % n).then_some((n, all))
                         }
                         // Piece i is the data of the rank at ring position i.
                         CollectiveOp::Allgather => {
-                            Some((1, hash(self.rings[c as usize][(slot % n) as usize])))
+                            Some((1, hash(self.rings[c as usize][(piece % n) as usize])))
                         }
                         CollectiveOp::Broadcast => Some((1, hash(self.cfg.root))),
                         CollectiveOp::Alltoall => (slot != p).then(|| (1, hash(slot))),
@@ -906,7 +940,7 @@ impl CollectiveRun {
                             self.layout.loops[c as usize].len() as u32 <= slot
                         }
                         CollectiveOp::Alltoall => false,
-                        _ => self.layout.loops[c as usize].len() as u32 <= slot / n,
+                        _ => self.layout.loops[c as usize].len() as u32 <= piece / n,
                     };
                     if let (Some(w), false) = (want, empty) {
                         if got != w {

@@ -23,6 +23,16 @@
 //!   is added: Simple's 14 us less 6.7 = 7.3 us (the proxy's flag and flush handling);
 //!   LL's 2.7 us and LL128's 4.0 us are below the host path, so they add nothing.
 //!
+//! - **Ring Simple slices** (`src/include/collectives.h`, `src/device/prims_simple.h`,
+//!   `calcCollChunking` in `src/enqueue.cc`): a ring allreduce, reduce-scatter or
+//!   allgather with Simple moves a rank's chunk of `ALLREDUCE_CHUNKSTEPS` = 4 steps
+//!   (2 MiB) per loop as `ProtoSimple<2, 2>`: two slices of `SLICESTEPS` = 2 buffer
+//!   steps each, so four slices are in flight per connection. A slice holds half of the
+//!   chunk, rounded up to 16 elements and at least `sliceSize / 32` (32 KiB of floats);
+//!   a chunk of 32 KiB or less leaves its second slice empty, which NCCL still posts
+//!   (`genericOp`'s loop over empty slices). Broadcast, LL, LL128 and the graph
+//!   algorithms move one step per transfer (`chunkSteps` = `sliceSteps` = 1).
+//!
 //! - **NVLSTree** (NVLink SHARP inside servers, Simple only): `baseLat` 0, NVLink
 //!   `hwLat` 25 us for the NVLS part of an operation, network `hwLat` 14 us per tree
 //!   step; chunks of `NCCL_NVLS_CHUNKSIZE` (128 KiB) per head, smaller for small
@@ -48,6 +58,57 @@ pub enum Protocol {
 
 /// `NCCL_STEPS`: buffer slots per connection (`src/include/device.h`).
 pub const NCCL_STEPS: u32 = 8;
+
+/// `ALLREDUCE_CHUNKSTEPS` (= `ALLGATHER_`, `REDUCESCATTER_CHUNKSTEPS`, `NCCL_STEPS / 2`,
+/// `src/include/collectives.h`): buffer steps in a ring Simple chunk.
+pub const RING_SIMPLE_CHUNK_STEPS: u32 = NCCL_STEPS / 2;
+
+/// `ALLREDUCE_SLICESTEPS` (`NCCL_STEPS / 4`): buffer steps one ring Simple slice takes.
+pub const RING_SIMPLE_SLICE_STEPS: u32 = NCCL_STEPS / 4;
+
+/// How a ring step's chunk is cut into transfers: slices per chunk and the buffer steps
+/// each slice takes (`ProtoSimple<SlicePerChunk, StepPerSlice>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slicing {
+    pub slices: u32,
+    pub steps_per_slice: u32,
+}
+
+impl Default for Slicing {
+    fn default() -> Slicing {
+        Slicing::WHOLE
+    }
+}
+
+impl Slicing {
+    /// One transfer per step, taking one buffer slot.
+    pub const WHOLE: Slicing = Slicing {
+        slices: 1,
+        steps_per_slice: 1,
+    };
+    /// Ring allreduce, reduce-scatter and allgather with Simple: `ProtoSimple<2, 2>`.
+    pub const RING_SIMPLE: Slicing = Slicing {
+        slices: RING_SIMPLE_CHUNK_STEPS / RING_SIMPLE_SLICE_STEPS,
+        steps_per_slice: RING_SIMPLE_SLICE_STEPS,
+    };
+
+    /// Transfers a sender may have posted and its receiver not yet taken.
+    pub fn window(self) -> u32 {
+        NCCL_STEPS / self.steps_per_slice
+    }
+
+    /// Elements in slice `j` of a chunk of `elems` elements (`genericOp`:
+    /// `max(divUp(nelem, 16 x SlicePerChunk) x 16, stepSize x StepPerSlice / 32)`, the
+    /// last slice what is left, 0 past the end).
+    pub fn slice_elems(self, elems: u64, j: u32, step_elems: u64) -> u64 {
+        if self.slices == 1 {
+            return elems;
+        }
+        let floor = step_elems * self.steps_per_slice as u64 / 32;
+        let slice = (elems.div_ceil(16 * self.slices as u64) * 16).max(floor);
+        elems.saturating_sub(slice * j as u64).min(slice)
+    }
+}
 
 const fn ns(t: u64) -> SimDuration {
     SimDuration(t * 1_000)
@@ -238,6 +299,28 @@ mod tests {
         assert_eq!(Protocol::Ll128.wire_bytes(120), 128);
         assert_eq!(Protocol::Ll128.wire_bytes(121), 256);
         assert_eq!(Protocol::Simple.wire_bytes(4096), 4096);
+    }
+
+    #[test]
+    fn ring_simple_slices_halve_a_chunk_down_to_32_kib() {
+        let s = Slicing::RING_SIMPLE;
+        assert_eq!((s.slices, s.steps_per_slice, s.window()), (2, 2, 4));
+        // Floats: a 512 KiB step is 131,072 elements; the floor is 8,192 (32 KiB).
+        let step = 131_072;
+        // A full 2 MiB chunk: two 1 MiB slices.
+        assert_eq!(s.slice_elems(524_288, 0, step), 262_144);
+        assert_eq!(s.slice_elems(524_288, 1, step), 262_144);
+        // 100,001 elements: ceil(100,001 / 32) x 16 = 50,016, then the rest.
+        assert_eq!(s.slice_elems(100_001, 0, step), 50_016);
+        assert_eq!(s.slice_elems(100_001, 1, step), 49_985);
+        // 12,000 elements: the floor takes 8,192 first.
+        assert_eq!(s.slice_elems(12_000, 0, step), 8_192);
+        assert_eq!(s.slice_elems(12_000, 1, step), 3_808);
+        // 5,000 elements fit the first slice; the second is posted empty.
+        assert_eq!(s.slice_elems(5_000, 0, step), 5_000);
+        assert_eq!(s.slice_elems(5_000, 1, step), 0);
+        assert_eq!(Slicing::WHOLE.slice_elems(5_000, 0, step), 5_000);
+        assert_eq!(Slicing::WHOLE.window(), NCCL_STEPS);
     }
 
     #[test]

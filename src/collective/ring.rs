@@ -1,11 +1,12 @@
 //! The ring runtime's rules (NCCL's `src/device/all_reduce.h`, `prims_simple.h`): how a
 //! size is laid out in loops and pieces per channel, which piece a rank sends at each
 //! step and to whom, and when a send is ready (its predecessor's piece has landed and
-//! the receiver has a buffer slot free). The state lives in `CollectiveRun`.
+//! the receiver has a buffer slot free). With Simple, allreduce, reduce-scatter and
+//! allgather send each step's chunk as NCCL's two slices (`protocol::Slicing`): slice j
+//! of a step waits only for slice j of the step before, so the next rank forwards the
+//! first half while the second is still on its way. The state lives in `CollectiveRun`.
 
-use super::{
-    hash, protocol, CollectiveOp, CollectiveRun, Layout, Send, Xfer, ELEMENT_BYTES, TRACKED_SLOTS,
-};
+use super::{hash, CollectiveOp, CollectiveRun, Layout, Send, Xfer, ELEMENT_BYTES, TRACKED_SLOTS};
 
 impl CollectiveRun {
     pub(super) fn steps_per_loop(&self) -> u32 {
@@ -43,6 +44,7 @@ impl CollectiveRun {
             loops.push(v);
         }
         let max_loops = loops.iter().map(|v| v.len()).max().unwrap_or(1) as u32;
+        let slicing = self.ring_slicing();
         let (slots, sends, recvs): (u32, Vec<u32>, Vec<u32>) = match self.cfg.op {
             CollectiveOp::Broadcast => {
                 // Per rank and channel: the root's successors down the ring forward.
@@ -65,19 +67,20 @@ impl CollectiveRun {
                 vec![self.n - 1; (self.n * self.cfg.channels) as usize],
             ),
             _ => {
-                let spl = self.steps_per_loop();
+                // Each step's chunk goes as `slices` transfers, each its own slot.
+                let spl = self.steps_per_loop() * slicing.slices;
                 let k = (self.n * self.cfg.channels) as usize;
                 (
-                    max_loops * self.n,
+                    max_loops * self.n * slicing.slices,
                     vec![max_loops * spl; k],
                     vec![max_loops * spl; k],
                 )
             }
         };
-        // A stride coprime with the ranks, so the sample covers every piece index (a
-        // multiple of n would track piece 0 of each loop only).
+        // A stride coprime with the ranks and slices, so the sample covers every piece
+        // index (a multiple of n would track piece 0 of each loop only).
         let mut stride = slots.div_ceil(TRACKED_SLOTS).max(1);
-        while stride > 1 && gcd(stride, self.n) != 1 {
+        while stride > 1 && gcd(stride, self.n * slicing.slices) != 1 {
             stride += 1;
         }
         self.layout = Layout {
@@ -86,6 +89,7 @@ impl CollectiveRun {
             tracked: slots.div_ceil(stride),
             sends,
             recvs,
+            slicing,
         };
     }
 
@@ -156,8 +160,12 @@ impl CollectiveRun {
                     (dst, p, false, true)
                 }
                 _ => {
+                    // Send k is slice j of step s of loop l; slice j of the step before
+                    // is `slices` receives back.
                     let spl = self.steps_per_loop();
-                    let (l, s) = (k / spl, k % spl);
+                    let slices = self.layout.slicing.slices;
+                    let (step, j) = (k / slices, k % slices);
+                    let (l, s) = (step / spl, step % spl);
                     let q = self.positions[c as usize][p as usize];
                     let piece = (q + n - s % n) % n;
                     let reduce = match self.cfg.op {
@@ -167,17 +175,18 @@ impl CollectiveRun {
                     };
                     (
                         self.next_in_ring(p, c),
-                        l * n + piece,
+                        (l * n + piece) * slices + j,
                         reduce,
-                        s == 0 || g.recv_done >= k,
+                        s == 0 || g.recv_done + slices > k,
                     )
                 }
             };
-            // NCCL_STEPS buffer slots per connection: at most that many steps sent and
-            // not yet taken by the receiver (alltoall's peers each have their own).
+            // NCCL_STEPS buffer slots per connection, a slice taking `steps_per_slice` of
+            // them: at most `window` transfers sent and not yet taken by the receiver
+            // (alltoall's peers each have their own).
             let slot_free = self.cfg.op == CollectiveOp::Alltoall || {
                 let d = (dst * self.cfg.channels + c) as usize;
-                k < self.progress[d].recv_done + protocol::NCCL_STEPS
+                k < self.progress[d].recv_done + self.layout.slicing.window()
             };
             if !ready || !slot_free {
                 return;
@@ -185,7 +194,16 @@ impl CollectiveRun {
             let elems = match self.cfg.op {
                 CollectiveOp::Broadcast => self.piece_elems(c, slot, 0),
                 CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
-                _ => self.piece_elems(c, slot / n, slot % n),
+                _ => {
+                    let slicing = self.layout.slicing;
+                    let piece = slot / slicing.slices;
+                    let step_elems = self.proto.step_data_bytes() / ELEMENT_BYTES;
+                    slicing.slice_elems(
+                        self.piece_elems(c, piece / n, piece % n),
+                        slot % slicing.slices,
+                        step_elems,
+                    )
+                }
             };
             let (count, sum) = match self.cfg.op {
                 // The sender's own data for that receiver.

@@ -174,3 +174,84 @@ fn busbw_factors_match_nccl_tests() {
     assert_eq!(busbw_factor(CollectiveOp::Alltoall, 8), 0.875);
     assert_eq!(busbw_factor(CollectiveOp::Broadcast, 8), 1.0);
 }
+
+/// A ring with NCCL's default chunk (`chunk` not given): Simple slices apply.
+fn sliced(op: CollectiveOp, size: u64, channels: u32) -> Collective {
+    let mut c = coll(op, size, channels, defaults::CHUNK);
+    c.chunk_given = false;
+    c
+}
+
+/// NCCL's `ProtoSimple<2, 2>` (`all_reduce.h`, `prims_simple.h`): each step's chunk
+/// goes as two slices, empty ones included, and every piece still ends right: 64 B
+/// (second slices empty), 1 MiB over 5 ranks and 3 channels (uneven), 40 MiB over 4
+/// ranks (five 8 MiB loops of 2 MiB chunks) and 1 GiB over 8 (64 loops, 1,024 slots a
+/// channel, so only a sample is tracked).
+#[test]
+fn ring_simple_sends_each_step_as_two_slices_and_delivers_the_right_data() {
+    for op in [
+        CollectiveOp::Allreduce,
+        CollectiveOp::ReduceScatter,
+        CollectiveOp::Allgather,
+    ] {
+        let steps = if op == CollectiveOp::Allreduce { 2 } else { 1 };
+        for (n, size, channels, loops) in [
+            (2u64, 64u64, 1u32, 1u64),
+            (5, 1 << 20, 3, 1),
+            (4, 40 << 20, 1, 5),
+            (8, 1 << 30, 1, 64),
+        ] {
+            let (run, sends, bytes) = drive(&sliced(op, size, channels), n as u32);
+            assert_eq!(run.result().rows[0].wrong, 0, "{op:?} n={n} size={size}");
+            assert_eq!(
+                sends,
+                n * steps * (n - 1) * loops * 2 * channels as u64,
+                "{op:?} n={n} size={size}: two slices per step"
+            );
+            // Every piece's bytes once per step, however they are sliced.
+            assert_eq!(bytes, steps * (n - 1) * size, "{op:?} n={n} size={size}");
+        }
+    }
+    // Broadcast keeps one transfer per step (BROADCAST_SLICESTEPS 1).
+    let (_, sends, _) = drive(&sliced(CollectiveOp::Broadcast, 4 << 20, 1), 4);
+    assert_eq!(sends, 3 * 8, "3 hops x 8 chunks of 512 KiB");
+}
+
+/// Slice 0 of a step waits only for slice 0 of the step before: the next rank forwards
+/// the first half of a chunk while the second is on its way.
+#[test]
+fn a_slice_waits_only_for_the_same_slice_of_the_step_before() {
+    // 4 ranks, 4 MiB, one channel: 1 MiB pieces in two 512 KiB slices.
+    let (mut run, queue) = launched(&sliced(CollectiveOp::Allreduce, 4 << 20, 1), 4);
+    assert_eq!(
+        queue.len(),
+        8,
+        "every rank posts both slices of its first step"
+    );
+    assert!(queue.iter().all(|s| s.bytes == 512 << 10));
+    let first = queue.iter().find(|s| s.dst == 1).unwrap();
+    let mut out = Vec::new();
+    run.on_done(SimTime(1), first.xfer, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].src, out[0].dst, out[0].bytes), (1, 2, 512 << 10));
+    assert_eq!(run.xfers[out[0].xfer as usize].slot % 2, 0, "slice 0");
+}
+
+/// A slice takes `SLICESTEPS` = 2 of the `NCCL_STEPS` = 8 buffer slots, so a sender has
+/// at most 4 transfers its receiver has not taken.
+#[test]
+fn four_slices_fill_a_receivers_eight_buffer_slots() {
+    // 2 ranks, 16 MiB: four loops of 2 MiB chunks. Rank 1 takes nothing; rank 0 takes
+    // all rank 1 sends, so only the slots hold rank 0 back.
+    let (mut run, mut queue) = launched(&sliced(CollectiveOp::Allreduce, 16 << 20, 1), 2);
+    let mut out = Vec::new();
+    let mut sent_by_0 = queue.iter().filter(|s| s.src == 0).count();
+    while let Some(s) = queue.pop_front() {
+        if s.dst == 0 {
+            run.on_done(SimTime(1), s.xfer, &mut out);
+            sent_by_0 += out.iter().filter(|s| s.src == 0).count();
+            queue.extend(out.drain(..));
+        }
+    }
+    assert_eq!(sent_by_0, 4);
+}

@@ -9,7 +9,7 @@
 //! | `ecmp` | `ecmp.rs` | hash of the flow, salted per switch | RFC 2992; Ethernet ECMP |
 //! | `static` | `dmodk.rs` | destination mod k | OpenSM ftree (d-mod-k) |
 //! | `spray` | `spray.rs` | per packet, round robin over a flow's packets | packet spraying (Dixit et al., INFOCOM 2013) |
-//! | `adaptive` | `adaptive.rs` | per packet, the least-loaded port (optional hysteresis) | IB adaptive routing (Quantum); Spectrum-X |
+//! | `adaptive` | `adaptive.rs` | per packet, the least-loaded port (optional hysteresis, load bands) | IB adaptive routing (Quantum); Spectrum-X |
 //! | `flowlet` | `flowlet.rs` | per flowlet (idle gap), the least-loaded port | FLARE (CCR 2007), CONGA, LetFlow |
 //!
 //! Load is the port's queued bytes, or with [`LoadSignal::QueueAndCredits`] also what the
@@ -107,6 +107,8 @@ pub struct RoutingConfig {
     /// `adaptive`: another port must be this many bytes lighter than the flow's ECMP
     /// port to be taken (0: always the lightest).
     pub hysteresis_bytes: u64,
+    /// `adaptive`: loads are compared in bands of this many bytes (0 or 1: exactly).
+    pub band_bytes: u64,
     pub load: LoadSignal,
 }
 
@@ -117,6 +119,7 @@ impl RoutingConfig {
             policy,
             flowlet_gap: defaults::FLOWLET_GAP,
             hysteresis_bytes: 0,
+            band_bytes: 0,
             load: LoadSignal::Queue,
         }
     }
@@ -124,7 +127,7 @@ impl RoutingConfig {
 
 impl RoutingConfig {
     /// The policy's name, with each parameter that is not its default (no commas, so it
-    /// fits a CSV field): `adaptive hysteresis=8192B load=queue_and_credits`.
+    /// fits a CSV field): `adaptive hysteresis=8192B band=65536B load=queue_and_credits`.
     pub fn describe(&self) -> String {
         let mut s = self.policy.name().to_string();
         if self.policy == Routing::Flowlet && self.flowlet_gap != defaults::FLOWLET_GAP {
@@ -132,6 +135,9 @@ impl RoutingConfig {
         }
         if self.hysteresis_bytes > 0 {
             s.push_str(&format!(" hysteresis={}B", self.hysteresis_bytes));
+        }
+        if self.band_bytes > 0 {
+            s.push_str(&format!(" band={}B", self.band_bytes));
         }
         if self.load != LoadSignal::Queue {
             s.push_str(" load=queue_and_credits");
@@ -196,7 +202,9 @@ impl RoutingPolicy {
             Routing::Ecmp => RoutingPolicy::Ecmp(Ecmp),
             Routing::Static => RoutingPolicy::Static(DModK),
             Routing::Spray => RoutingPolicy::Spray(Spray),
-            Routing::Adaptive => RoutingPolicy::Adaptive(Adaptive::new(cfg.hysteresis_bytes)),
+            Routing::Adaptive => {
+                RoutingPolicy::Adaptive(Adaptive::new(cfg.hysteresis_bytes, cfg.band_bytes))
+            }
             Routing::Flowlet => RoutingPolicy::Flowlet(Flowlet::new(cfg.flowlet_gap, switches)),
         }
     }
@@ -352,6 +360,51 @@ mod policy_tests {
             }
         }
         assert_eq!(choose(Routing::Adaptive.into(), true, 0, &q), 1);
+    }
+
+    #[test]
+    fn adaptive_bands_spread_packets_over_ports_of_the_lightest_band_in_spray_order() {
+        // Two ports within one 64 KiB band of each other, one far above it.
+        let q = [10_000u64, 60_000, 200_000, 30_000];
+        let cfg = |b| RoutingConfig {
+            band_bytes: b,
+            ..RoutingConfig::new(Routing::Adaptive)
+        };
+        let spray: Vec<u32> = (0..8)
+            .map(|seq| choose(Routing::Spray.into(), true, seq, &[0; 4]))
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for seq in 0..8 {
+            let p = choose(cfg(65_536), true, seq, &q);
+            assert_ne!(p, 2, "never the port in a higher band");
+            // The first port of the lightest band at or after the spray choice.
+            let want = (0..4)
+                .map(|j| (spray[seq as usize] + j) % 4)
+                .find(|&i| i != 2)
+                .unwrap();
+            assert_eq!(p, want, "seq {seq}");
+            seen.insert(p);
+        }
+        assert_eq!(seen.len(), 3, "ports 0, 1 and 3 share the band");
+        // Exact bytes: always the lightest.
+        for seq in 0..8 {
+            assert_eq!(choose(cfg(0), true, seq, &q), 0);
+        }
+        // The hysteresis counts in bands too: 3 bands lighter is beyond 128 KiB.
+        let far = [400_000u64, 400_000, 400_000, 400_000];
+        let home = choose(Routing::Ecmp.into(), true, 0, &far) as usize;
+        let mut q = far;
+        q[(home + 1) % 4] = 100_000;
+        let both = RoutingConfig {
+            hysteresis_bytes: 131_072,
+            ..cfg(65_536)
+        };
+        assert_eq!(choose(both, true, 0, &q) as usize, (home + 1) % 4);
+        let wide = RoutingConfig {
+            hysteresis_bytes: 393_216,
+            ..both
+        };
+        assert_eq!(choose(wide, true, 0, &q) as usize, home);
     }
 
     #[test]

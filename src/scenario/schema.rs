@@ -52,7 +52,7 @@ pub struct ScenarioFile {
     #[serde(default, deserialize_with = "null_default")]
     pub switch: SwitchSpec,
     /// `ecmp` (default), `static`, `spray`, `adaptive` or `flowlet`, or
-    /// `{ policy, flowlet_gap, hysteresis, load }`.
+    /// `{ policy, flowlet_gap, hysteresis, band, load }`.
     #[serde(default, deserialize_with = "null_default")]
     pub routing: RoutingSpec,
     #[serde(default, deserialize_with = "null_default")]
@@ -879,8 +879,10 @@ pub struct CollectiveSpec {
     /// server (at least 2).
     #[serde(default)]
     pub channels: Option<u32>,
-    /// Bytes a step moves at most; default the protocol's buffer step (NCCL's buffer
-    /// over `NCCL_STEPS`: Simple 512KiB, LL 32KiB, LL128 576000B; in_network 64KiB).
+    /// Bytes a step moves at most, in one transfer; default the protocol's buffer step
+    /// (NCCL's buffer over `NCCL_STEPS`: Simple 512KiB, LL 32KiB, LL128 576000B;
+    /// in_network 64KiB), except that a ring allreduce, reduce-scatter or allgather with
+    /// Simple moves 2MiB chunks as two slices, as NCCL does.
     #[serde(default)]
     pub chunk: Option<NonZeroSize>,
     /// Root rank of a broadcast; default 0.
@@ -943,6 +945,9 @@ pub struct RoutingSpec {
     /// `adaptive`: how much lighter another port must be than the flow's ECMP port;
     /// default 0 (always the lightest).
     pub hysteresis: Option<Size>,
+    /// `adaptive`: compare port loads in bands of this size (as switch ASICs quantise
+    /// load); default 0 (exact bytes).
+    pub band: Option<Size>,
     /// `adaptive` and `flowlet`: `queue` (default) or `queue_and_credits` (plus what
     /// the next switch holds from the port under IB credits; a port held by PFC or out of
     /// credits counts as full).
@@ -958,13 +963,15 @@ struct RoutingMapSpec {
     #[serde(default)]
     hysteresis: Option<Size>,
     #[serde(default)]
+    band: Option<Size>,
+    #[serde(default)]
     load: Option<LoadSignal>,
 }
 
 impl<'de> Deserialize<'de> for RoutingSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        const EXPECTED: &str = "a policy (`ecmp`, `static`, `spray`, `adaptive` or `flowlet`) or `{ policy, flowlet_gap, hysteresis, load }`";
+        const EXPECTED: &str = "a policy (`ecmp`, `static`, `spray`, `adaptive` or `flowlet`) or `{ policy, flowlet_gap, hysteresis, band, load }`";
         impl<'de> Visitor<'de> for V {
             type Value = RoutingSpec;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -986,6 +993,7 @@ impl<'de> Deserialize<'de> for RoutingSpec {
                     policy: f.policy,
                     flowlet_gap: f.flowlet_gap,
                     hysteresis: f.hysteresis,
+                    band: f.band,
                     load: f.load,
                 })
             }

@@ -10,8 +10,8 @@
 //! - a flow on a shared queue pair (`per_host_pair`): 177 B (51,936 and 95,424 KB), so a
 //!   queue pair (its requester, responder and NIC state) is about 815 B;
 //! - a collective transfer: 154 B (16 ranks, one 64 MiB ring allreduce with 2 channels and
-//!   512 KiB chunks, 1 and 3 iterations: 3,840 and 11,520 transfers, 10,392 and
-//!   11,548 KB).
+//!   512 KiB chunks, one transfer per step, 1 and 3 iterations: 3,840 and 11,520
+//!   transfers, 10,392 and 11,548 KB).
 //!
 //! Point-to-point flows and their queue pairs are counted exactly (Poisson arrivals at
 //! their expected number). A collective's transfers are bounded above by the ring's count
@@ -25,7 +25,7 @@
 //! the exact part refuses a run; the bound warns. Left out: packets in flight and queues (bounded by
 //! buffers, a few MB), time series (their own limit), and the result files.
 
-use crate::collective::protocol::NCCL_STEPS;
+use crate::collective::protocol::{Protocol, NCCL_STEPS, RING_SIMPLE_CHUNK_STEPS};
 use crate::collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use crate::scenario::{Connections, Scenario, Transport};
 use crate::workload::Workload;
@@ -83,9 +83,23 @@ fn ring_transfers(c: &Collective, n: f64, size: u64) -> f64 {
         CollectiveOp::Alltoall => n - 1.0,
         _ => n - 1.0,
     };
-    let per_loop = c.channels as f64 * n * c.chunk.max(1) as f64;
+    // NCCL's ring Simple sends each step's chunk (4 buffer steps) as 2 slices
+    // (`collective::protocol::Slicing`); with the protocol left to the tuner, the
+    // default step is kept as the chunk, so the bound stays above the count.
+    let sliced = !c.chunk_given
+        && matches!(
+            c.op,
+            CollectiveOp::Allreduce | CollectiveOp::ReduceScatter | CollectiveOp::Allgather
+        )
+        && matches!(c.protocol, None | Some(Protocol::Simple));
+    let (chunk, slices) = match (sliced, c.protocol) {
+        (true, Some(_)) => (c.chunk * RING_SIMPLE_CHUNK_STEPS as u64, 2.0),
+        (true, None) => (c.chunk, 2.0),
+        (false, _) => (c.chunk, 1.0),
+    };
+    let per_loop = c.channels as f64 * n * chunk.max(1) as f64;
     let loops = (size as f64 / per_loop).ceil().max(1.0);
-    steps * n * c.channels as f64 * loops
+    steps * slices * n * c.channels as f64 * loops
 }
 
 /// What a run will do, roughly: payload bytes, packets (data, and under RC the ACKs)
@@ -327,12 +341,22 @@ mod tests {
 
     #[test]
     fn a_ring_bounds_the_measured_collective() {
-        // 16 ranks, 64 MiB, 2 channels, 512 KiB chunks: 30 steps x 16 ranks x 2 channels
-        // x 4 loops = 3,840 transfers, as the run counts them.
+        // 16 ranks, 64 MiB, 2 channels, Simple: one loop of 2 MiB chunks, 30 steps x 2
+        // slices x 16 ranks x 2 channels = 1,920 transfers, as the run counts them.
         let sc = scenario(&format!(
-            "{TOPO}workload:\n  - collective: {{ op: allreduce, minbytes: 64MiB, maxbytes: 64MiB, iters: 3, warmup_iters: 0 }}\n"
+            "{TOPO}workload:\n  - collective: {{ op: allreduce, protocol: simple, minbytes: 64MiB, maxbytes: 64MiB, iters: 3, warmup_iters: 0 }}\n"
         ));
-        assert_eq!(estimate(&sc).transfers, 3.0 * 3840.0);
+        assert_eq!(estimate(&sc).transfers, 3.0 * 1920.0);
+        // The tuner's choice (one iteration): 512 KiB steps bound it (4 loops).
+        let sc = scenario(&format!(
+            "{TOPO}workload:\n  - collective: {{ op: allreduce, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0 }}\n"
+        ));
+        assert_eq!(estimate(&sc).transfers, 7680.0);
+        // A given chunk is one transfer per step.
+        let sc = scenario(&format!(
+            "{TOPO}workload:\n  - collective: {{ op: allreduce, chunk: 512KiB, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0 }}\n"
+        ));
+        assert_eq!(estimate(&sc).transfers, 3840.0);
     }
 
     #[test]

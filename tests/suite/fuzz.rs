@@ -86,6 +86,7 @@ pub fn generate(r: &mut StdRng) -> String {
                 "adaptive",
                 "flowlet",
                 "{ policy: adaptive, hysteresis: 8KiB, load: queue_and_credits }",
+                "{ policy: adaptive, band: 16KiB }",
                 "{ policy: flowlet, flowlet_gap: 2us, load: queue_and_credits }",
             ]
         )

@@ -267,16 +267,30 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
         env.host.map_or(1, |h| h.nics_per_host) as f64 * env.topology.host_link.rate.0 as f64 / 8e9;
     let choices = crate::collective::choices(c, &ranks, net_gbps);
     for (&size, &(algorithm, protocol)) in c.sizes.iter().zip(&choices) {
+        let ring = algorithm == schema::CollectiveAlgorithm::Ring;
+        // Ring Simple: chunks of 4 buffer steps, each step sent as 2 slices.
+        let sliced = ring
+            && !c.chunk_given
+            && protocol == crate::collective::Protocol::Simple
+            && matches!(
+                c.op,
+                schema::CollectiveOp::Allreduce
+                    | schema::CollectiveOp::ReduceScatter
+                    | schema::CollectiveOp::Allgather
+            );
         let chunk = if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
             c.chunk
+        } else if sliced {
+            protocol.step_data_bytes() * crate::collective::protocol::RING_SIMPLE_CHUNK_STEPS as u64
         } else {
             protocol.step_data_bytes()
         };
         let ch = c.channels as f64;
-        let pieces = if algorithm == schema::CollectiveAlgorithm::Ring {
+        let slices = if sliced { 2.0 } else { 1.0 };
+        let pieces = if ring {
             let per_loop = ch * n * chunk as f64;
             let loops = (size as f64 / per_loop).ceil().max(1.0);
-            n * ch * (loops * n).min(crate::collective::TRACKED_SLOTS as f64)
+            n * ch * (loops * n * slices).min(crate::collective::TRACKED_SLOTS as f64)
         } else {
             n * (size as f64 / chunk as f64).ceil().max(1.0) * n.min(64.0)
         };

@@ -20,6 +20,12 @@ pub fn resolve(r: &RoutingSpec) -> VResult<RoutingConfig> {
             format!("applies to `policy: adaptive` only, not `{name}`"),
         );
     }
+    if r.band.is_some() && r.policy != Routing::Adaptive {
+        return err(
+            "routing.band",
+            format!("applies to `policy: adaptive` only, not `{name}`"),
+        );
+    }
     if r.load.is_some() && !matches!(r.policy, Routing::Adaptive | Routing::Flowlet) {
         return err(
             "routing.load",
@@ -38,10 +44,15 @@ pub fn resolve(r: &RoutingSpec) -> VResult<RoutingConfig> {
     if hysteresis_bytes > 1 << 40 {
         return err("routing.hysteresis", "expected at most 1TiB");
     }
+    let band_bytes = r.band.map_or(0, |s| s.0 .0);
+    if band_bytes > 1 << 40 {
+        return err("routing.band", "expected at most 1TiB");
+    }
     Ok(RoutingConfig {
         policy: r.policy,
         flowlet_gap,
         hysteresis_bytes,
+        band_bytes,
         load: r.load.unwrap_or_default(),
     })
 }
