@@ -52,24 +52,41 @@ pub fn set_scenario(sc: &Scenario, set: &crate::scenario::CompareSet) -> Scenari
     s
 }
 
-/// Runs the scenario once per `compare` set (one after another; every set's output is
+/// Runs the scenario once per `compare` set, one after another (every set's output is
 /// kept for the tables).
 pub fn run_sets(sc: &Scenario) -> Vec<SetResult> {
-    sc.compare
-        .iter()
-        .map(|set| {
-            let name = &set.name;
-            let s = set_scenario(sc, set);
-            let out = run(&s);
-            let summary = summarize(&s, &out);
-            SetResult {
-                name: name.clone(),
-                scenario: s,
-                out,
-                summary,
-            }
-        })
-        .collect()
+    run_sets_on(sc, 1)
+}
+
+/// [`run_sets`] with up to `threads` sets running at once. Each set is its own run with
+/// its own random streams, so the results, and their order, are the same for any
+/// `threads`.
+pub fn run_sets_on(sc: &Scenario, threads: usize) -> Vec<SetResult> {
+    on_threads(threads, &sc.compare, |set| {
+        let s = set_scenario(sc, set);
+        let out = run(&s);
+        let summary = summarize(&s, &out);
+        SetResult {
+            name: set.name.clone(),
+            scenario: s,
+            out,
+            summary,
+        }
+    })
+}
+
+/// `f` of every item, in the items' order, on up to `threads` threads (one item per
+/// work unit, so an idle thread takes whichever run waits).
+fn on_threads<T: Sync, R: Send>(threads: usize, items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use rayon::prelude::*;
+    if threads <= 1 || items.len() <= 1 {
+        return items.iter().map(f).collect();
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.min(items.len()))
+        .build()
+        .expect("a thread pool")
+        .install(|| items.par_iter().with_max_len(1).map(&f).collect())
 }
 
 /// The seed of repeat `r` (> 0) of every set; repeat 0 is the scenario's own.
@@ -87,21 +104,38 @@ pub fn repeat_seed(sc: &Scenario, r: u32) -> u64 {
 /// averaged in as if whole.
 pub fn repeat_summaries<E>(
     sc: &Scenario,
-    check: impl Fn(&str, &RunOutput) -> Result<(), E>,
-) -> Result<Vec<Vec<Summary>>, E> {
+    check: impl Fn(&str, &RunOutput) -> Result<(), E> + Sync,
+) -> Result<Vec<Vec<Summary>>, E>
+where
+    E: Send,
+{
+    repeat_summaries_on(sc, 1, check)
+}
+
+/// [`repeat_summaries`] with up to `threads` runs at once (the same summaries, in the
+/// same order, for any `threads`; the first failed check, in that order, is returned).
+pub fn repeat_summaries_on<E>(
+    sc: &Scenario,
+    threads: usize,
+    check: impl Fn(&str, &RunOutput) -> Result<(), E> + Sync,
+) -> Result<Vec<Vec<Summary>>, E>
+where
+    E: Send,
+{
+    let jobs: Vec<(u32, usize)> = (1..sc.repeats)
+        .flat_map(|r| (0..sc.compare.len()).map(move |i| (r, i)))
+        .collect();
+    let mut runs = on_threads(threads, &jobs, |&(r, i)| {
+        let set = &sc.compare[i];
+        let mut s = set_scenario(sc, set);
+        s.seed = repeat_seed(sc, r);
+        let out = run(&s);
+        check(&format!("set {}, repeat {r}", set.name), &out)?;
+        Ok(summarize(&s, &out))
+    })
+    .into_iter();
     (1..sc.repeats)
-        .map(|r| {
-            sc.compare
-                .iter()
-                .map(|set| {
-                    let mut s = set_scenario(sc, set);
-                    s.seed = repeat_seed(sc, r);
-                    let out = run(&s);
-                    check(&format!("set {}, repeat {r}", set.name), &out)?;
-                    Ok(summarize(&s, &out))
-                })
-                .collect()
-        })
+        .map(|_| runs.by_ref().take(sc.compare.len()).collect())
         .collect()
 }
 

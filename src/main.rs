@@ -70,6 +70,10 @@ enum Cmd {
         /// Also write a row per collective transfer into flows.csv.
         #[arg(long)]
         flows: bool,
+        /// Compare sets (and repeats) run at once, each on its own core; default 1. The
+        /// results are the same for any value.
+        #[arg(short = 'j', long = "jobs")]
+        jobs: Option<usize>,
     },
     /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
     Plot { dir: PathBuf },
@@ -251,7 +255,15 @@ fn main() -> ExitCode {
             no_plot,
             force,
             flows,
+            jobs,
         } => {
+            let jobs = match jobs {
+                Some(0) => {
+                    eprintln!("error: -j/--jobs: expected at least 1 (runs at once)");
+                    return ExitCode::from(2);
+                }
+                j => j.unwrap_or(1),
+            };
             let sc = match scenario::load(&scenario, &Overrides { seed, set }) {
                 Ok(sc) => sc,
                 Err(e) => {
@@ -273,8 +285,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(e.exit_code());
                 }
             };
-            show_progress(quiet);
-            match run(&sc, &claimed, quiet, !no_plot, flows) {
+            // One progress line follows one run at a time.
+            show_progress(quiet || (jobs > 1 && sc.compare.len() > 1));
+            match run(&sc, &claimed, quiet, !no_plot, flows, jobs) {
                 Ok(Checks {
                     held: true,
                     stalled: false,
@@ -351,6 +364,7 @@ fn run(
     quiet: bool,
     plot: bool,
     transfers: bool,
+    jobs: usize,
 ) -> anyhow::Result<Checks> {
     let dir = claimed.path();
     if transfers {
@@ -358,7 +372,7 @@ fn run(
         doorbell::sim::retire::set_keep_transfer_records();
     }
     if !sc.compare.is_empty() {
-        return run_compare(sc, dir, quiet, plot, transfers);
+        return run_compare(sc, dir, quiet, plot, transfers, jobs);
     }
     let out = doorbell::sim::run(sc);
     clear_progress();
@@ -427,15 +441,17 @@ fn run_compare(
     quiet: bool,
     plot: bool,
     transfers: bool,
+    jobs: usize,
 ) -> anyhow::Result<Checks> {
     use doorbell::compare;
-    let sets = compare::run_sets(sc);
+    let sets = compare::run_sets_on(sc, jobs);
     for s in &sets {
         out_of_memory(Some(&format!("set {}", s.name)), &s.out)?;
     }
     // `repeats`: the sets again at repeats 1..N, one seed per repeat for every set (all
     // run before anything is written, so a run stopped for memory leaves nothing).
-    let more = compare::repeat_summaries(sc, |label, out| out_of_memory(Some(label), out))?;
+    let more =
+        compare::repeat_summaries_on(sc, jobs, |label, out| out_of_memory(Some(label), out))?;
     clear_progress();
     for s in &sets {
         let sub = dir.join(&s.name);

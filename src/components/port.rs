@@ -154,6 +154,11 @@ pub struct EgressPort {
     /// so idle ports cost no memory).
     pub queue_hist: Option<Histogram<u32>>,
     hist_cells: u64,
+    /// Samples not yet in `queue_hist`: recorded QUEUE_BATCH at a time, so a busy
+    /// port's histogram lines are fetched once per batch, not once per packet (the same
+    /// counts in the end; [`EgressPort::flush_stats`] empties it).
+    queue_batch: [u32; QUEUE_BATCH],
+    queue_batch_len: u8,
     pub drops: [u64; 3],
     pub drop_bytes: u64,
     /// RED marking at dequeue, and its random stream.
@@ -161,6 +166,9 @@ pub struct EgressPort {
     red: Option<Box<(Red, StdRng)>>,
     pub ecn_marked: u64,
 }
+
+/// Queue-depth samples a port batches before it records them.
+const QUEUE_BATCH: usize = 16;
 
 impl EgressPort {
     /// A port on `link`; `buffer` sizes its queue histogram, `credits` is the IB credit
@@ -191,6 +199,8 @@ impl EgressPort {
             queue_sample_sum: 0,
             queue_samples: 0,
             queue_hist: None,
+            queue_batch: [0; QUEUE_BATCH],
+            queue_batch_len: 0,
             drops: [0; 3],
             drop_bytes: 0,
             red: None,
@@ -257,12 +267,28 @@ impl EgressPort {
         self.max_queue_bytes = self.max_queue_bytes.max(q);
         self.queue_sample_sum += q as u128;
         self.queue_samples += 1;
+        let cells = q.div_ceil(CELL_BYTES).min(u32::MAX as u64) as u32;
+        self.queue_batch[self.queue_batch_len as usize] = cells;
+        self.queue_batch_len += 1;
+        if self.queue_batch_len as usize == QUEUE_BATCH {
+            self.flush_stats();
+        }
+    }
+
+    /// Moves the batched queue-depth samples into the histogram (the run calls it when
+    /// it ends, before anything reads the histogram).
+    pub fn flush_stats(&mut self) {
+        if self.queue_batch_len == 0 {
+            return;
+        }
         let cells = self.hist_cells;
-        self.queue_hist
-            .get_or_insert_with(|| {
-                Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
-            })
-            .saturating_record(q.div_ceil(CELL_BYTES));
+        let h = self.queue_hist.get_or_insert_with(|| {
+            Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
+        });
+        for &v in &self.queue_batch[..self.queue_batch_len as usize] {
+            h.saturating_record(v as u64);
+        }
+        self.queue_batch_len = 0;
     }
 
     /// PFC: whether the data class is held at `now`.
@@ -502,7 +528,20 @@ impl EgressPort {
     /// The 99th percentile queue depth seen by arriving packets, bytes (64-byte cells,
     /// rounded up, 2 significant digits).
     pub fn p99_queue_bytes(&self) -> u64 {
-        match &self.queue_hist {
+        // Asked mid-run: the batched samples count too.
+        let pending = &self.queue_batch[..self.queue_batch_len as usize];
+        let mut with_pending = None;
+        if !pending.is_empty() {
+            let cells = self.hist_cells;
+            let mut h = self.queue_hist.clone().unwrap_or_else(|| {
+                Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
+            });
+            for &v in pending {
+                h.saturating_record(v as u64);
+            }
+            with_pending = Some(h);
+        }
+        match with_pending.as_ref().or(self.queue_hist.as_ref()) {
             // The histogram rounds up to its bucket; never report more than was seen.
             Some(h) if !h.is_empty() => {
                 (h.value_at_quantile(0.99) * CELL_BYTES).min(self.max_queue_bytes)

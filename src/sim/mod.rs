@@ -857,6 +857,9 @@ impl Sim {
             && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
                 || self.colls.iter().any(|c| !c.is_done())
                 || self.jobs.iter().any(|j| !j.run.is_done()));
+        for p in &mut self.ports {
+            p.flush_stats();
+        }
         RunOutput {
             events: self.q.events_processed(),
             peak_packets_in_flight: self.pool.peak_live(),

@@ -577,3 +577,64 @@ fn validate_shows_servers_and_the_leaves_of_each_rail() {
     );
     assert!(s.contains("rails    0: leaves 0-1; 1: leaves 2-3"), "{s}");
 }
+
+/// Every file under `dir` (but `perf.json`, which holds wall times), by path.
+fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.file_name().unwrap() != "perf.json" {
+                out.insert(
+                    p.strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `run -j N` runs compare sets and repeats N at a time: the folder is the same, file
+/// for file and byte for byte, as with one at a time; `-j 0` is refused.
+#[test]
+fn compare_sets_on_several_cores_write_the_same_bytes() {
+    let sc = root().join("scenarios/victim-flow.yaml");
+    let sc = sc.to_str().unwrap();
+    let (a, b) = (tmpdir("jobs-1"), tmpdir("jobs-3"));
+    for (d, j) in [(&a, "1"), (&b, "3")] {
+        run_ok(&[
+            "run",
+            sc,
+            "--quiet",
+            "--no-plot",
+            "--set",
+            "repeats=3",
+            "-j",
+            j,
+            "--force",
+            "--out",
+            d.to_str().unwrap(),
+        ]);
+    }
+    let (ta, tb) = (tree(&a), tree(&b));
+    assert!(
+        ta.contains_key(Path::new("compare-stats.csv")),
+        "{:?}",
+        ta.keys()
+    );
+    assert!(ta.len() > 10, "{:?}", ta.keys());
+    assert_eq!(ta.keys().collect::<Vec<_>>(), tb.keys().collect::<Vec<_>>());
+    for (p, x) in &ta {
+        assert!(x == &tb[p], "{} differs between -j 1 and -j 3", p.display());
+    }
+    let o = bin().args(["run", sc, "-j", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(crate::common::stderr(&o).contains("-j/--jobs"));
+    for d in [a, b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
