@@ -11,7 +11,7 @@
 //! - `permutation-8192`: `benches/scenarios/permutation-8192.yaml`, 8,192 hosts at
 //!   400 Gb/s, a 1 MB permutation;
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
-//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 11 CPU-minutes):
+//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 25 CPU-minutes):
 //!   `benches/scenarios/allreduce-4096.yaml`.
 //!
 //! Peak memory is the process's high-water mark, reset before each case through
@@ -67,7 +67,7 @@ fn main() {
             continue;
         }
         if name == "allreduce-4096" && !large {
-            println!("{name}: skipped (DOORBELL_BENCH_LARGE=1 runs it: about 11 CPU-minutes)");
+            println!("{name}: skipped (DOORBELL_BENCH_LARGE=1 runs it: about 25 CPU-minutes)");
             continue;
         }
         let sc = load(&root.join(file), &Overrides { seed: None, set }).expect("bench scenario");
