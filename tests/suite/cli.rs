@@ -578,24 +578,15 @@ fn validate_shows_servers_and_the_leaves_of_each_rail() {
     assert!(s.contains("rails    0: leaves 0-1; 1: leaves 2-3"), "{s}");
 }
 
-/// Every file under `dir` (but `perf.json`, which holds wall times), by path.
+/// Every result file under `dir` (but `perf.json`), by path, with its bytes.
 fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.file_name().unwrap() != "perf.json" {
-                out.insert(
-                    p.strip_prefix(dir).unwrap().to_path_buf(),
-                    std::fs::read(&p).unwrap(),
-                );
-            }
-        }
-    }
-    out
+    crate::common::result_files(dir)
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(dir.join(&p)).unwrap();
+            (p, bytes)
+        })
+        .collect()
 }
 
 /// `run -j N` runs compare sets and repeats N at a time: the folder is the same, file

@@ -120,3 +120,22 @@ pub fn bin() -> Command {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
+
+/// Every result file under `dir` but `perf.json` (which holds wall times), as sorted
+/// paths relative to `dir`.
+pub fn result_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        for e in std::fs::read_dir(&p).unwrap() {
+            let e = e.unwrap().path();
+            if e.is_dir() {
+                stack.push(e);
+            } else if e.file_name().is_some_and(|n| n != "perf.json") {
+                v.push(e.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    v.sort();
+    v
+}

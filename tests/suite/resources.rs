@@ -355,26 +355,7 @@ fn retiring_as_early_as_possible_changes_no_result_file() {
         let default = run("default", None, false);
         let early = run("early", Some("1"), false);
         let kept = run("kept", None, true);
-        let files = |dir: &std::path::Path| {
-            let mut v = Vec::new();
-            let mut stack = vec![dir.to_path_buf()];
-            while let Some(p) = stack.pop() {
-                for e in std::fs::read_dir(&p).unwrap() {
-                    let e = e.unwrap().path();
-                    if e.is_dir() {
-                        stack.push(e);
-                    } else {
-                        let rel = e.strip_prefix(dir).unwrap().to_path_buf();
-                        let n = rel.file_name().unwrap().to_string_lossy().to_string();
-                        if n != "perf.json" {
-                            v.push(rel);
-                        }
-                    }
-                }
-            }
-            v.sort();
-            v
-        };
+        let files = crate::common::result_files;
         // Early sweeps did retire transfers (perf.json says how many).
         let retired: u64 = walk_perf(&early);
         assert!(retired > 0, "{name}: nothing retired");
