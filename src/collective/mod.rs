@@ -507,23 +507,9 @@ impl CollectiveRun {
         }
     }
 
-    /// How the ring cuts a step's chunk: NCCL's two slices for allreduce, reduce-scatter
-    /// and allgather with Simple; one transfer per step otherwise, and when `chunk` was
-    /// given (it is then the most one transfer moves).
+    /// How the ring cuts a step's chunk (`protocol::Slicing::of`).
     pub(super) fn ring_slicing(&self) -> protocol::Slicing {
-        let sliced_op = matches!(
-            self.cfg.op,
-            CollectiveOp::Allreduce | CollectiveOp::ReduceScatter | CollectiveOp::Allgather
-        );
-        if self.algo == CollectiveAlgorithm::Ring
-            && self.proto == Protocol::Simple
-            && sliced_op
-            && !self.cfg.chunk_given
-        {
-            protocol::Slicing::RING_SIMPLE
-        } else {
-            protocol::Slicing::WHOLE
-        }
+        protocol::Slicing::of(self.algo, self.cfg.op, self.proto, self.cfg.chunk_given)
     }
 
     /// How fast one channel moves bytes over NVLink with the current protocol.

@@ -92,6 +92,24 @@ impl Slicing {
         steps_per_slice: RING_SIMPLE_SLICE_STEPS,
     };
 
+    /// How NCCL cuts a step of algorithm `a` running `op` with protocol `p`: two slices
+    /// for a ring allreduce, reduce-scatter or allgather with Simple, one transfer per
+    /// step otherwise, and when the scenario gives `chunk` (the most one transfer moves).
+    pub fn of(
+        a: CollectiveAlgorithm,
+        op: super::CollectiveOp,
+        p: Protocol,
+        chunk_given: bool,
+    ) -> Slicing {
+        use super::CollectiveOp as Op;
+        let sliced_op = matches!(op, Op::Allreduce | Op::ReduceScatter | Op::Allgather);
+        if a == CollectiveAlgorithm::Ring && p == Protocol::Simple && sliced_op && !chunk_given {
+            Slicing::RING_SIMPLE
+        } else {
+            Slicing::WHOLE
+        }
+    }
+
     /// Transfers a sender may have posted and its receiver not yet taken.
     pub fn window(self) -> u32 {
         NCCL_STEPS / self.steps_per_slice

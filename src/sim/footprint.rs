@@ -25,7 +25,7 @@
 //! the exact part refuses a run; the bound warns. Left out: packets in flight and queues (bounded by
 //! buffers, a few MB), time series (their own limit), and the result files.
 
-use crate::collective::protocol::{Protocol, NCCL_STEPS, RING_SIMPLE_CHUNK_STEPS};
+use crate::collective::protocol::{Protocol, Slicing, NCCL_STEPS, RING_SIMPLE_CHUNK_STEPS};
 use crate::collective::{Collective, CollectiveAlgorithm, CollectiveOp};
 use crate::scenario::{Connections, Scenario, Transport};
 use crate::workload::Workload;
@@ -86,17 +86,18 @@ fn ring_transfers(c: &Collective, n: f64, size: u64) -> f64 {
     // NCCL's ring Simple sends each step's chunk (4 buffer steps) as 2 slices
     // (`collective::protocol::Slicing`); with the protocol left to the tuner, the
     // default step is kept as the chunk, so the bound stays above the count.
-    let sliced = !c.chunk_given
-        && matches!(
-            c.op,
-            CollectiveOp::Allreduce | CollectiveOp::ReduceScatter | CollectiveOp::Allgather
-        )
-        && matches!(c.protocol, None | Some(Protocol::Simple));
-    let (chunk, slices) = match (sliced, c.protocol) {
-        (true, Some(_)) => (c.chunk * RING_SIMPLE_CHUNK_STEPS as u64, 2.0),
-        (true, None) => (c.chunk, 2.0),
-        (false, _) => (c.chunk, 1.0),
+    let slicing = Slicing::of(
+        CollectiveAlgorithm::Ring,
+        c.op,
+        c.protocol.unwrap_or(Protocol::Simple),
+        c.chunk_given,
+    );
+    let sliced = slicing == Slicing::RING_SIMPLE;
+    let chunk = match (sliced, c.protocol) {
+        (true, Some(_)) => c.chunk * RING_SIMPLE_CHUNK_STEPS as u64,
+        _ => c.chunk,
     };
+    let slices = slicing.slices as f64;
     let per_loop = c.channels as f64 * n * chunk.max(1) as f64;
     let loops = (size as f64 / per_loop).ceil().max(1.0);
     steps * slices * n * c.channels as f64 * loops

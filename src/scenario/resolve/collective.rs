@@ -269,15 +269,9 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
     for (&size, &(algorithm, protocol)) in c.sizes.iter().zip(&choices) {
         let ring = algorithm == schema::CollectiveAlgorithm::Ring;
         // Ring Simple: chunks of 4 buffer steps, each step sent as 2 slices.
-        let sliced = ring
-            && !c.chunk_given
-            && protocol == crate::collective::Protocol::Simple
-            && matches!(
-                c.op,
-                schema::CollectiveOp::Allreduce
-                    | schema::CollectiveOp::ReduceScatter
-                    | schema::CollectiveOp::Allgather
-            );
+        let slicing =
+            crate::collective::protocol::Slicing::of(algorithm, c.op, protocol, c.chunk_given);
+        let sliced = slicing == crate::collective::protocol::Slicing::RING_SIMPLE;
         let chunk = if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
             c.chunk
         } else if sliced {
@@ -286,7 +280,7 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
             protocol.step_data_bytes()
         };
         let ch = c.channels as f64;
-        let slices = if sliced { 2.0 } else { 1.0 };
+        let slices = slicing.slices as f64;
         let pieces = if ring {
             let per_loop = ch * n * chunk as f64;
             let loops = (size as f64 / per_loop).ceil().max(1.0);
