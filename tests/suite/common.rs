@@ -46,9 +46,12 @@ pub fn landed_ps(out: &RunOutput, flow: usize) -> u64 {
 }
 
 /// The incast fabric of the reference simulator's published runs (HPCC's ns-3): 100 Gb/s
-/// hosts and fabric, 1 us cables, 1000 B MTU over RoCEv2, PFC, 32 MiB switch buffers, no
-/// switch latency beyond serialization (ns-3's switches add none); `cc` is the scenario's
-/// `cc:` map and `flows` the items of an explicit flow list.
+/// hosts and fabric, 1 us cables, 1000 B MTU over RoCEv2, 32 MiB switch buffers (`run.py`:
+/// 16 MB x bandwidth / 50 Gb/s), no switch latency beyond serialization (ns-3's switches
+/// add none), and PFC with ns-3's dynamic Xoff: an eighth of the free shared buffer
+/// (`USE_DYNAMIC_PFC_THRESHOLD 1`; `third.cc` sets `pfc_a_shift` 3 on NIC-rate ports,
+/// `SwitchMmu::GetPfcThreshold`); `cc` is the scenario's `cc:` map and `flows` the items
+/// of an explicit flow list.
 pub fn reference_fabric(
     leaves: u32,
     spines: u32,
@@ -66,7 +69,7 @@ topology:
   fabric_link: {{ rate: 100Gbps, latency: 1us }}
 switch: {{ latency: 0ns, buffer: 32MiB }}
 packet: {{ mtu: 1000B, encapsulation: rocev2 }}
-flow_control: {{ mode: pfc }}
+flow_control: {{ mode: pfc, xoff_alpha: 0.125 }}
 cc: {cc}
 workload:
   - flows: [ {flows} ]
