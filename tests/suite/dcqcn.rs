@@ -116,13 +116,17 @@ fn cnps_never_exceed_one_per_flow_per_interval() {
 }
 
 /// The 16:1 incast of 1 MB each on the 128-host fabric over `seeds` (each its own ECMP
-/// placement), DCQCN `hpcc` with `extra` scenario lines: the means of the first, median
-/// and last completion, and the first's smallest and largest, microseconds.
-fn incast_16_to_1_over_seeds(extra: &str, seeds: std::ops::RangeInclusive<u64>) -> [f64; 5] {
+/// placement), under `cc` with `extra` scenario lines: the means of the first, median and
+/// last completion, and the first's smallest and largest, microseconds.
+fn incast_16_to_1_over_seeds(
+    cc: &str,
+    extra: &str,
+    seeds: std::ops::RangeInclusive<u64>,
+) -> [f64; 5] {
     let n = seeds.clone().count() as f64;
     let (mut sums, mut lo, mut hi) = ([0.0f64; 3], f64::MAX, 0.0f64);
     for seed in seeds {
-        let cc = format!("{HPCC_PRESET}\n{extra}");
+        let cc = format!("{cc}\n{extra}");
         let mut sc = reference_fabric(8, 16, 16, &cc, &incast_16_to_1_of_1mb());
         sc.seed = seed;
         let f = finishes_us(&run(&sc));
@@ -149,7 +153,7 @@ fn incast_16_to_1_over_seeds(extra: &str, seeds: std::ops::RangeInclusive<u64>) 
 /// within the 20 seeds' range of first completions, and their mean within 25% of it.
 #[test]
 fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
-    let [first, median, last, lo, hi] = incast_16_to_1_over_seeds("", 1..=20);
+    let [first, median, last, lo, hi] = incast_16_to_1_over_seeds(HPCC_PRESET, "", 1..=20);
     assert_near_reference("median", median, 1452.0, 0.10);
     assert_near_reference("last", last, 1723.0, 0.10);
     assert_near_reference("first", first, 1257.0, 0.25);
@@ -157,6 +161,28 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
         (lo..=hi).contains(&1257.0),
         "ns-3's first completion outside doorbell's placements: {lo:.0}-{hi:.0} us"
     );
+}
+
+/// The same 16:1 incast with no congestion control, PFC alone: csg-htsim's RoCE (lossless
+/// queues, no CC) finishes first / median / last at 761 / 1,282 / 1,370 us (issue 13;
+/// ideal 1,280 us of payload, 1,385 us with doorbell's 82 B of RoCEv2 per packet on the
+/// wire). Measured, mean over seeds 1-10: 864 / 1,332 / 1,393 us (+13.5%, +3.9%, +1.7%);
+/// the last is the bottleneck's wire time, and the first again depends on which flows
+/// share a spine (700-960 us over the seeds: a flow alone on its spine gets one share
+/// of the ingress ports PFC takes turns with, not one share of the flows). Asserted: the
+/// median's and the last's means within 10%, the first's within 20%.
+#[test]
+fn a_16_to_1_incast_without_congestion_control_finishes_as_csg_htsim_does() {
+    let [first, median, last, ..] = incast_16_to_1_over_seeds("{ algorithm: none }", "", 1..=10);
+    let near = |what: &str, x: f64, reference: f64, tolerance: f64| {
+        assert!(
+            (x / reference - 1.0).abs() < tolerance,
+            "{what} {x:.0} us vs csg-htsim {reference:.0}"
+        );
+    };
+    near("first", first, 761.0, 0.20);
+    near("median", median, 1282.0, 0.10);
+    near("last", last, 1370.0, 0.10);
 }
 
 /// Why the 16:1 incast's first completion moves with the seed: which flows share a
@@ -173,9 +199,9 @@ fn a_16_to_1_incast_of_1_mb_finishes_as_the_reference_simulator_does() {
 /// completion at least 20% later, to within 10% of ns-3's.
 #[test]
 fn spine_collisions_decide_the_16_to_1_incasts_first_completion() {
-    let [ecmp, ..] = incast_16_to_1_over_seeds("", 1..=10);
+    let [ecmp, ..] = incast_16_to_1_over_seeds(HPCC_PRESET, "", 1..=10);
     let spray = "routing: spray\ntransport: { rc: { out_of_order: true } }";
-    let [sprayed, ..] = incast_16_to_1_over_seeds(spray, 1..=10);
+    let [sprayed, ..] = incast_16_to_1_over_seeds(HPCC_PRESET, spray, 1..=10);
     assert!(
         sprayed >= 1.2 * ecmp,
         "ECMP {ecmp:.0} us, spraying {sprayed:.0} us"
