@@ -149,6 +149,34 @@ pub struct Packet {
     pub wire: u32,
 }
 
+/// What a switch reads of a packet to route and queue it, carried beside its id through
+/// port queues and wires, so that a switch hop never loads the packet itself (the pool
+/// is touched at random; the queues and wires in order). None of it changes in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouteInfo {
+    pub dst: u32,
+    pub flow_hash: u32,
+    pub seq: u32,
+    /// The packet's `FLAG_*` bits when it was made (routing reads `FLAG_NO_AR`, the
+    /// telemetry hook `FLAG_TELEMETRY`; ECN marks go on the packet itself).
+    pub flags: u8,
+    pub kind: PktKind,
+}
+
+impl Packet {
+    /// What routing and queueing need of this packet.
+    #[inline]
+    pub fn route_info(&self) -> RouteInfo {
+        RouteInfo {
+            dst: self.dst,
+            flow_hash: self.flow_hash,
+            seq: self.seq,
+            flags: self.flags,
+            kind: self.kind,
+        }
+    }
+}
+
 /// A pool of packets recycled through a free list.
 #[derive(Debug, Default)]
 pub struct PacketPool {
@@ -269,6 +297,30 @@ impl PacketPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_travels_beside_a_packet_is_its_routing_fields_in_16_bytes() {
+        let p = Packet {
+            kind: PktKind::ReadResponse,
+            dst: 7,
+            flow_hash: 0xdead_beef,
+            seq: 42,
+            flags: FLAG_NO_AR | FLAG_TELEMETRY,
+            ..Packet::default()
+        };
+        let r = p.route_info();
+        assert_eq!(
+            (r.dst, r.flow_hash, r.seq, r.flags, r.kind),
+            (
+                7,
+                0xdead_beef,
+                42,
+                FLAG_NO_AR | FLAG_TELEMETRY,
+                PktKind::ReadResponse
+            )
+        );
+        assert!(std::mem::size_of::<RouteInfo>() <= 16);
+    }
 
     #[test]
     fn overheads_match_design_reference() {

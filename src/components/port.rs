@@ -30,6 +30,7 @@
 
 use crate::cc::HopTelemetry;
 use crate::engine::PktId;
+use crate::packet::RouteInfo;
 use crate::topology::{LinkParams, Node, Tier};
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use hdrhistogram::Histogram;
@@ -68,6 +69,7 @@ pub struct Queued {
     /// Earliest start: arrival plus the port-to-port latency (and the cut-through bound).
     pub ready: SimTime,
     pub pkt: PktId,
+    pub route: RouteInfo,
     pub wire: u32,
     /// ECN-capable (data, not ACKs or CNPs).
     pub ect: bool,
@@ -82,6 +84,7 @@ pub struct Queued {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
     pub pkt: PktId,
+    pub route: RouteInfo,
     pub wire: u64,
     /// When serialization starts (>= now: the switch latency may still be running).
     pub start: SimTime,
@@ -439,6 +442,7 @@ impl EgressPort {
         });
         Transmit {
             pkt: q.pkt,
+            route: q.route,
             wire,
             start,
             end,
@@ -461,11 +465,18 @@ impl EgressPort {
 
     /// A host's own packet (never queued, never marked) starts at `start`.
     #[inline]
-    pub fn transmit_own(&mut self, pkt: PktId, wire: u64, start: SimTime) -> Transmit {
+    pub fn transmit_own(
+        &mut self,
+        pkt: PktId,
+        route: RouteInfo,
+        wire: u64,
+        start: SimTime,
+    ) -> Transmit {
         self.transmit(
             Queued {
                 ready: start,
                 pkt,
+                route,
                 wire: wire as u32,
                 ect: false,
                 ctrl: false,
@@ -574,6 +585,7 @@ mod tests {
         Queued {
             ready: SimTime(ready),
             pkt,
+            route: RouteInfo::default(),
             wire,
             ect: !ctrl,
             ctrl,

@@ -22,6 +22,7 @@
 use super::port::Queued;
 use super::DropReason;
 use crate::engine::PktId;
+use crate::packet::RouteInfo;
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +84,7 @@ pub fn admit(cfg: &SwitchConfig, used: u64, queued: u64, wire: u64) -> Result<()
 #[derive(Clone, Copy, Debug)]
 pub struct Arrival {
     pub pkt: PktId,
+    pub route: RouteInfo,
     pub wire: u64,
     /// The time its tail is in (cut-through acts on its header, earlier).
     pub tail: SimTime,
@@ -142,6 +144,7 @@ impl Switch {
         Ok(Queued {
             ready,
             pkt: a.pkt,
+            route: a.route,
             wire: a.wire as u32,
             ect: a.ect,
             ctrl: a.ctrl,
@@ -153,10 +156,11 @@ impl Switch {
     /// aggregation engine's own memory, not the shared buffer, and is ready after the
     /// port-to-port latency.
     #[inline]
-    pub fn own_packet(&self, now: SimTime, pkt: PktId, wire: u64) -> Queued {
+    pub fn own_packet(&self, now: SimTime, pkt: PktId, route: RouteInfo, wire: u64) -> Queued {
         Queued {
             ready: now + self.cfg.latency,
             pkt,
+            route,
             wire: wire as u32,
             ect: true,
             ctrl: false,
@@ -187,6 +191,7 @@ mod tests {
     fn arrival(wire: u64, tail: u64) -> Arrival {
         Arrival {
             pkt: 1,
+            route: RouteInfo::default(),
             wire,
             tail: SimTime(tail),
             ctrl: false,

@@ -15,6 +15,7 @@
 //! of a packet's header only (a corrupted packet is simply lost).
 
 use crate::engine::PktId;
+use crate::packet::RouteInfo;
 use crate::topology::LinkParams;
 use crate::units::{serialization_delay, SimTime};
 use rand::rngs::StdRng;
@@ -64,6 +65,7 @@ pub struct OnWire {
     /// When its tail reaches the far end.
     pub tail: SimTime,
     pub pkt: PktId,
+    pub route: RouteInfo,
     pub wire: u32,
 }
 
@@ -103,6 +105,7 @@ impl Wire {
     pub fn launch(
         &mut self,
         pkt: PktId,
+        route: RouteInfo,
         wire: u64,
         start: SimTime,
         end: SimTime,
@@ -118,6 +121,7 @@ impl Wire {
             arrive,
             tail,
             pkt,
+            route,
             wire: wire as u32,
         });
         first.then_some(arrive)
@@ -186,11 +190,20 @@ mod tests {
     fn packets_arrive_in_order_one_event_at_a_time() {
         let mut w = Wire::new(link(), None);
         assert_eq!(
-            w.launch(1, 1000, SimTime(0), SimTime(80_000)),
+            w.launch(1, RouteInfo::default(), 1000, SimTime(0), SimTime(80_000)),
             Some(SimTime(1_080_000))
         );
         // A second packet behind it needs no event of its own yet.
-        assert_eq!(w.launch(2, 1000, SimTime(80_000), SimTime(160_000)), None);
+        assert_eq!(
+            w.launch(
+                2,
+                RouteInfo::default(),
+                1000,
+                SimTime(80_000),
+                SimTime(160_000)
+            ),
+            None
+        );
         let (a, next) = w.handle_arrive(SimTime(1_080_000));
         assert_eq!(
             (a.pkt, a.tail, next),
@@ -206,7 +219,7 @@ mod tests {
         // 20 header bytes at 100G = 1.6 ns, then the cable.
         let mut w = Wire::new(link(), Some(20));
         assert_eq!(
-            w.launch(1, 1000, SimTime(0), SimTime(80_000)),
+            w.launch(1, RouteInfo::default(), 1000, SimTime(0), SimTime(80_000)),
             Some(SimTime(1_001_600))
         );
         let (a, _) = w.handle_arrive(SimTime(1_001_600));

@@ -8,7 +8,7 @@ use super::Sim;
 use crate::components::ingress::Upstream;
 use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
 use crate::engine::{Event, FlowId, PktId, PortId};
-use crate::packet::{PktKind, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
+use crate::packet::{PktKind, RouteInfo, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
 use crate::routing::defaults::HELD_PORT_BYTES;
 use crate::routing::{Candidates, LoadSignal, RouteKey};
 use crate::topology::Node;
@@ -18,7 +18,8 @@ impl Sim {
     /// A host's own packet starts on its port at `start`.
     #[inline]
     pub(super) fn start_tx(&mut self, port: PortId, pkt: PktId, wire: u64, start: SimTime) {
-        let tx = self.ports[port as usize].transmit_own(pkt, wire, start);
+        let route = self.pool.get(pkt).route_info();
+        let tx = self.ports[port as usize].transmit_own(pkt, route, wire, start);
         self.launch(port, tx);
     }
 
@@ -34,14 +35,16 @@ impl Sim {
         // The telemetry hook at switch egress (only when an algorithm reads it).
         if self.telemetry
             && self.ports[port as usize].switch.is_some()
-            && self.pool.get(tx.pkt).flags & FLAG_TELEMETRY != 0
+            && tx.route.flags & FLAG_TELEMETRY != 0
         {
             let hop = self.ports[port as usize].telemetry(tx.start);
             self.pool.stamp(tx.pkt, hop);
         }
         self.q
             .schedule(tx.end, self.src.port(port), Event::TxDone { port });
-        if let Some(at) = self.wires[port as usize].launch(tx.pkt, tx.wire, tx.start, tx.end) {
+        if let Some(at) =
+            self.wires[port as usize].launch(tx.pkt, tx.route, tx.wire, tx.start, tx.end)
+        {
             self.q
                 .schedule(at, self.src.wire(port), Event::Arrive { port });
         }
@@ -118,12 +121,12 @@ impl Sim {
         match self.ports[port as usize].to {
             Node::Host(h) => {
                 // A host takes packets off the wire at once: its credits go straight back.
-                if !self.pool.get(pkt).kind.is_control() {
+                if !w.route.kind.is_control() {
                     self.credits_back(now, port, w.wire as u64);
                 }
                 self.deliver(now, h, pkt)
             }
-            Node::Switch(sw) => self.forward(now, sw, pkt, w.tail, port),
+            Node::Switch(sw) => self.forward(now, sw, &w, port),
         }
     }
 
@@ -198,10 +201,8 @@ impl Sim {
 
     /// The egress port a packet at switch `sw` leaves by; `None` if it is addressed to
     /// `sw` itself (in-network aggregation).
-    fn route(&mut self, now: SimTime, sw: u32, pkt: PktId) -> Option<PortId> {
-        let p = self.pool.get(pkt);
-        let (dst, flow_hash, seq) = (p.dst, p.flow_hash, p.seq);
-        let (flags, wire) = (p.flags, p.wire as u64);
+    fn route(&mut self, now: SimTime, sw: u32, r: &RouteInfo, wire: u64) -> Option<PortId> {
+        let (dst, flow_hash, seq, flags) = (r.dst, r.flow_hash, r.seq, r.flags);
         let graph = &self.graph;
         let hosts = graph.hosts();
         if dst >= hosts {
@@ -247,22 +248,22 @@ impl Sim {
         Some(cands[choice as usize])
     }
 
-    /// A packet reached switch `sw` over `in_port` (its tail arrives at `tail`): routed,
-    /// admitted to the egress queue or dropped.
-    fn forward(&mut self, now: SimTime, sw: u32, pkt: PktId, tail: SimTime, in_port: PortId) {
-        let Some(out) = self.route(now, sw, pkt) else {
-            self.switch_consume(now, tail, pkt, in_port);
+    /// A packet reached switch `sw` over `in_port` (its tail arrives at `w.tail`): routed,
+    /// admitted to the egress queue or dropped. Only what travels beside its id is read.
+    fn forward(&mut self, now: SimTime, sw: u32, w: &OnWire, in_port: PortId) {
+        let (pkt, wire, route) = (w.pkt, w.wire as u64, w.route);
+        let Some(out) = self.route(now, sw, &route, wire) else {
+            self.switch_consume(now, w.tail, pkt, in_port);
             return;
         };
-        let p = self.pool.get(pkt);
-        let wire = p.wire as u64;
-        let ctrl = p.kind.is_control();
+        let ctrl = route.kind.is_control();
         let arrival = Arrival {
             pkt,
+            route,
             wire,
-            tail,
+            tail: w.tail,
             ctrl,
-            ect: matches!(p.kind, PktKind::Data | PktKind::ReadResponse),
+            ect: matches!(route.kind, PktKind::Data | PktKind::ReadResponse),
             ingress: in_port,
         };
         let port = &self.ports[out as usize];
@@ -328,11 +329,12 @@ impl Sim {
             pk.payload = payload as u32;
             pk.wire = (payload + self.overhead) as u32;
             let wire = pk.wire as u64;
+            let route = pk.route_info();
             let id = self.pool.alloc(pk);
             let f = &mut self.flows[flow as usize];
             f.packets_sent += 1;
             f.segmented += payload;
-            let q = self.switches[sw as usize].own_packet(now, id, wire);
+            let q = self.switches[sw as usize].own_packet(now, id, route, wire);
             self.ports[port as usize].enqueue(q);
         }
         self.try_start(now, port);
