@@ -25,9 +25,14 @@ pub fn validate_cmd(scenario: &Path, set: Vec<String>) -> ExitCode {
                 f.queue_pairs,
                 if f.transfers > 0.0 {
                     format!(
-                        "; collectives up to {} more ({:.0} transfer records held at most)",
+                        "; collectives up to {} more ({:.0} transfer records held at most{})",
                         footprint::human(f.bytes_at_most() - f.bytes_at_least()),
-                        f.transfers
+                        f.transfers,
+                        if f.graph_transfers > 0.0 {
+                            format!(", {:.3e} graph transfers at 4 B", f.graph_transfers)
+                        } else {
+                            String::new()
+                        }
                     )
                 } else {
                     String::new()

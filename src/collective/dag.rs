@@ -1,5 +1,7 @@
-//! Two-level allreduce algorithms as explicit dependency graphs, one per iteration: the
-//! tree and hierarchical algorithms.
+//! Two-level allreduce algorithms as explicit dependency graphs: the tree, hierarchical
+//! and NVLSTree algorithms one chunk of one channel at a time (every chunk of a channel
+//! is the same graph on its own slots; `graph::GraphRun` runs a copy per chunk), and
+//! in-network aggregation as one graph per operation.
 //!
 //! Both reduce inside a group first (a chain towards the group's leader, each hop adding
 //! its own data), run an algorithm among the leaders, and broadcast the result back down
@@ -13,7 +15,7 @@
 //!   2(L - 1)/L times per leader instead of once per rank. When every server holds the
 //!   same number of ranks (two or more), each on its own NIC, the hierarchy has a leader
 //!   per rail instead
-//!   (`build_rail_hierarchical`): a reduce-scatter inside each server, the two-level
+//!   (`rail_hierarchical_chunk`): a reduce-scatter inside each server, the two-level
 //!   ring per rail on its shard, an all-gather inside each server, so each NIC carries
 //!   its rail's share.
 //!
@@ -56,28 +58,23 @@ pub enum Nvls {
     Replica,
 }
 
-/// A graph of transfers and the state of its execution.
+/// A graph of transfers: one chunk of one channel (`tree_chunk`, `rail_hierarchical_chunk`,
+/// `nvls_tree_chunk`) or, in-network, a whole operation. Immutable: `graph::GraphRun`
+/// keeps the execution state of each copy it runs.
 #[derive(Clone, Debug, Default)]
 pub struct Dag {
     pub nodes: Vec<DNode>,
     /// Successors of node i: `succ[succ_start[i]..succ_start[i + 1]]`.
     succ_start: Vec<u32>,
     succ: Vec<u32>,
-    deps_init: Vec<u32>,
-    pub deps_left: Vec<u32>,
-    pub done: u32,
+    /// Each node's dependency count.
+    pub deps_init: Vec<u32>,
     pub slots_per_channel: u32,
     /// Slots each channel uses (its chunks x pieces).
     pub slots_used: Vec<u32>,
 }
 
 impl Dag {
-    /// Resets the execution state for a new iteration.
-    pub fn reset(&mut self) {
-        self.deps_left.clone_from(&self.deps_init);
-        self.done = 0;
-    }
-
     pub fn successors(&self, i: u32) -> &[u32] {
         &self.succ[self.succ_start[i as usize] as usize..self.succ_start[i as usize + 1] as usize]
     }
@@ -85,6 +82,13 @@ impl Dag {
     /// Nodes with no dependency.
     pub fn roots(&self) -> impl Iterator<Item = u32> + '_ {
         (0..self.nodes.len() as u32).filter(|&i| self.deps_init[i as usize] == 0)
+    }
+
+    /// Bytes it holds (the memory footprint's count).
+    pub fn heap_bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<DNode>()
+            + (self.succ_start.len() + self.succ.len() + self.deps_init.len()) * 4
+            + self.slots_used.len() * 4
     }
 }
 
@@ -114,48 +118,35 @@ impl Builder {
     }
 }
 
-/// Builds the allreduce graph. `groups` lists each group's ranks, leader first; each
-/// channel rotates them (`channel_groups`: NCCL binds each channel to other GPUs and
-/// NICs); `elems[c]` is channel c's element count; pieces move `elem_bytes` per element.
-pub fn build(
-    kind: TwoLevel,
-    groups: &[Vec<u32>],
-    elems: &[u64],
-    chunk_elems: u64,
-    elem_bytes: u64,
-    ranks: &[RankLoc],
-) -> Dag {
-    let g_count = groups.len();
-    let by_channel: Vec<Vec<Vec<u32>>> = (0..elems.len() as u32)
-        .map(|c| channel_groups(groups, ranks, c))
-        .collect();
-    let pieces: u64 = match kind {
-        _ if g_count == 1 => 1,
-        TwoLevel::DoubleTree => 2,
-        TwoLevel::LeaderRing => g_count as u64,
-    };
+/// One chunk of the tree or hierarchical allreduce on channel `c` (`groups`: the
+/// channel's groups, `channel_groups`), of `ej` elements: its slots are the chunk's own
+/// (`0..pieces`); every chunk of a channel has the same transfers, in the same order, and
+/// differs only in its slots and the last chunk's sizes (`graph::GraphRun` runs copies).
+pub fn tree_chunk(kind: TwoLevel, groups: &[Vec<u32>], c: u32, ej: u64, elem_bytes: u64) -> Dag {
+    let pieces = tree_pieces(kind, groups.len());
     let mut b = Builder::default();
-    for (c, &e) in elems.iter().enumerate() {
-        let groups = &by_channel[c];
-        let c = c as u32;
-        let chunks = e.div_ceil(chunk_elems).max(1);
-        for j in 0..chunks {
-            let ej = (e - j * chunk_elems).min(chunk_elems);
-            let piece_bytes = |i: u64| (ej / pieces + u64::from(i < ej % pieces)) * elem_bytes;
-            let slot = |i: u64| (j * pieces + i) as u32;
-            two_level_chunk(
-                &mut b,
-                kind,
-                groups,
-                c,
-                pieces,
-                &slot,
-                &piece_bytes,
-                &|_, _| Vec::new(),
-            );
-        }
+    let piece_bytes = |i: u64| (ej / pieces + u64::from(i < ej % pieces)) * elem_bytes;
+    two_level_chunk(
+        &mut b,
+        kind,
+        groups,
+        c,
+        pieces,
+        &|i| i as u32,
+        &piece_bytes,
+        &|_, _| Vec::new(),
+    );
+    finish(b, pieces as u32, vec![pieces as u32])
+}
+
+/// Pieces (slots) per chunk of the tree or hierarchical allreduce over `groups` groups:
+/// one per tree, one per leader in the leaders' ring, one with a single group.
+pub fn tree_pieces(kind: TwoLevel, groups: usize) -> u64 {
+    match kind {
+        _ if groups == 1 => 1,
+        TwoLevel::DoubleTree => 2,
+        TwoLevel::LeaderRing => groups as u64,
     }
-    finish_chunks(b, elems, chunk_elems, pieces)
 }
 
 /// One chunk of a two-level allreduce over `groups` (leader first), cut into `pieces`:
@@ -347,19 +338,20 @@ fn two_level_chunk(
     finals
 }
 
-/// Hierarchical allreduce with a leader per rail, for servers with the same number of
-/// ranks `g` (`servers[x]`: server x's ranks, by GPU): each chunk is cut into `g` shards;
+/// One chunk (`ej` elements, on channel `c`) of the hierarchical allreduce with a leader
+/// per rail, for servers with the same number of ranks `g` (`servers[x]`: server x's
+/// ranks, by GPU): the chunk is cut into `g` shards;
 /// inside every server the ranks reduce-scatter over NVLink (GPU s gathers shard s),
 /// each rail s (GPU s of every server, `rails[s]`: its ranks grouped by leaf, leader
 /// first) runs the two-level allreduce of its shard (a chain inside each leaf, the
 /// leaders' ring across the spines, back down), and the servers all-gather the shards.
 /// So each NIC carries its rail's shard, not the whole buffer (NCCL's rail-aligned
 /// hierarchy; PXN keeps every transfer on its rail).
-pub fn build_rail_hierarchical(
+pub fn rail_hierarchical_chunk(
     servers: &[Vec<u32>],
     rails: &[Vec<Vec<u32>>],
-    elems: &[u64],
-    chunk_elems: u64,
+    c: u32,
+    ej: u64,
     elem_bytes: u64,
 ) -> Dag {
     let g = servers[0].len() as u64;
@@ -368,52 +360,44 @@ pub fn build_rail_hierarchical(
     let mut b = Builder::default();
     let n = servers.iter().map(|x| x.len()).sum::<usize>();
     let server_of = server_index(servers, n);
-    for (c, &e) in elems.iter().enumerate() {
-        let c = c as u32;
-        let chunks = e.div_ceil(chunk_elems).max(1);
-        for j in 0..chunks {
-            let ej = (e - j * chunk_elems).min(chunk_elems);
-            let shard = |s: u64| ej / g + u64::from(s < ej % g);
-            let bytes = |s: u64, i: u64| {
-                (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes
-            };
-            let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
-            // 1. Reduce-scatter inside each server: every rank sends shard s to GPU s.
-            let into = scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::No);
-            // 2. Each rail's shard across the servers, then 3. all-gather inside each.
-            for (s, groups) in rails.iter().enumerate() {
-                let s = s as u64;
-                let finals = two_level_chunk(
-                    &mut b,
-                    TwoLevel::LeaderRing,
-                    groups,
-                    c,
-                    pieces,
-                    &|i| slot(s, i),
-                    &|i| bytes(s, i),
-                    &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+    let shard = |s: u64| ej / g + u64::from(s < ej % g);
+    let bytes =
+        |s: u64, i: u64| (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes;
+    let slot = |s: u64, i: u64| (s * pieces + i) as u32;
+    // 1. Reduce-scatter inside each server: every rank sends shard s to GPU s.
+    let into = scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::No);
+    // 2. Each rail's shard across the servers, then 3. all-gather inside each.
+    for (s, groups) in rails.iter().enumerate() {
+        let s = s as u64;
+        let finals = two_level_chunk(
+            &mut b,
+            TwoLevel::LeaderRing,
+            groups,
+            c,
+            pieces,
+            &|i| slot(s, i),
+            &|i| bytes(s, i),
+            &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+        );
+        for (rank, i, deps) in finals {
+            let members = &servers[server_of[rank as usize]];
+            for &k in members.iter().filter(|&&k| k != rank) {
+                b.node(
+                    DNode {
+                        src: rank,
+                        dst: k,
+                        channel: c,
+                        slot: slot(s, i),
+                        bytes: bytes(s, i),
+                        reduce: false,
+                        nvls: Nvls::No,
+                    },
+                    &deps,
                 );
-                for (rank, i, deps) in finals {
-                    let members = &servers[server_of[rank as usize]];
-                    for &k in members.iter().filter(|&&k| k != rank) {
-                        b.node(
-                            DNode {
-                                src: rank,
-                                dst: k,
-                                channel: c,
-                                slot: slot(s, i),
-                                bytes: bytes(s, i),
-                                reduce: false,
-                                nvls: Nvls::No,
-                            },
-                            &deps,
-                        );
-                    }
-                }
             }
         }
     }
-    finish_chunks(b, elems, chunk_elems, per_chunk)
+    finish(b, per_chunk as u32, vec![per_chunk as u32])
 }
 
 /// Each rank's server index, for `n` ranks grouped as `servers`.
@@ -466,10 +450,11 @@ fn scatter_to_owners(
     into
 }
 
-/// NVLSTree allreduce (NCCL's `NCCL_ALGO_NVLS_TREE`, `src/device/all_reduce.h`
+/// One chunk (`ej` elements, on channel `c`) of the NVLSTree allreduce (NCCL's
+/// `NCCL_ALGO_NVLS_TREE`, `src/device/all_reduce.h`
 /// `runTreeSplit` over `src/transport/nvls.cc`'s multicast buffers), for servers with the
 /// same number of ranks `g`, each on its own NIC (`servers[x]`: server x's ranks, by
-/// GPU; GPU s is the NVLS head of rail s). Each chunk is cut into `g` shards, shard s
+/// GPU; GPU s is the NVLS head of rail s). The chunk is cut into `g` shards, shard s
 /// into two pieces (one per tree):
 /// 1. inside every server the NVSwitch adds every GPU's shard s and GPU s reads the sum
 ///    (`Nvls::Reduce`: each sender's link carries the shard, no GPU adds it);
@@ -480,69 +465,55 @@ fn scatter_to_owners(
 ///
 /// So each GPU's link carries (1 + 1/g) x S each way where a unicast reduce-scatter and
 /// all-gather carry 2 (g - 1)/g x S, and each NIC its rail's 1/g of the buffer.
-pub fn build_nvls_tree(
-    servers: &[Vec<u32>],
-    elems: &[u64],
-    chunk_elems: u64,
-    elem_bytes: u64,
-) -> Dag {
+pub fn nvls_tree_chunk(servers: &[Vec<u32>], c: u32, ej: u64, elem_bytes: u64) -> Dag {
     let g = servers[0].len() as u64;
     let pieces = 2u64;
     let per_chunk = g * pieces;
     let n = servers.iter().map(|x| x.len()).sum::<usize>();
     let server_of = server_index(servers, n);
     let mut b = Builder::default();
-    for (c, &e) in elems.iter().enumerate() {
-        let c = c as u32;
-        let chunks = e.div_ceil(chunk_elems).max(1);
-        for j in 0..chunks {
-            let ej = (e - j * chunk_elems).min(chunk_elems);
-            let shard = |s: u64| ej / g + u64::from(s < ej % g);
-            let bytes = |s: u64, i: u64| {
-                (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes
-            };
-            let slot = |s: u64, i: u64| (j * per_chunk + s * pieces + i) as u32;
-            // 1. The switch adds every GPU's shard s for GPU s.
-            let into =
-                scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::Reduce);
-            // 2. Rail s's heads in a double binary tree, 3. each head's multicast.
-            for s in 0..g {
-                let heads: Vec<Vec<u32>> = servers.iter().map(|m| vec![m[s as usize]]).collect();
-                let finals = two_level_chunk(
-                    &mut b,
-                    TwoLevel::DoubleTree,
-                    &heads,
-                    c,
-                    pieces,
-                    &|i| slot(s, i),
-                    &|i| bytes(s, i),
-                    &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+    let shard = |s: u64| ej / g + u64::from(s < ej % g);
+    let bytes =
+        |s: u64, i: u64| (shard(s) / pieces + u64::from(i < shard(s) % pieces)) * elem_bytes;
+    let slot = |s: u64, i: u64| (s * pieces + i) as u32;
+    // 1. The switch adds every GPU's shard s for GPU s.
+    let into = scatter_to_owners(&mut b, servers, n, c, pieces, &slot, &bytes, Nvls::Reduce);
+    // 2. Rail s's heads in a double binary tree, 3. each head's multicast.
+    for s in 0..g {
+        let heads: Vec<Vec<u32>> = servers.iter().map(|m| vec![m[s as usize]]).collect();
+        let finals = two_level_chunk(
+            &mut b,
+            TwoLevel::DoubleTree,
+            &heads,
+            c,
+            pieces,
+            &|i| slot(s, i),
+            &|i| bytes(s, i),
+            &|rank, i| into[rank as usize * pieces as usize + i as usize].clone(),
+        );
+        for (rank, i, deps) in finals {
+            let members = &servers[server_of[rank as usize]];
+            for (idx, &k) in members.iter().filter(|&&k| k != rank).enumerate() {
+                b.node(
+                    DNode {
+                        src: rank,
+                        dst: k,
+                        channel: c,
+                        slot: slot(s, i),
+                        bytes: bytes(s, i),
+                        reduce: false,
+                        nvls: if idx == 0 {
+                            Nvls::Multicast
+                        } else {
+                            Nvls::Replica
+                        },
+                    },
+                    &deps,
                 );
-                for (rank, i, deps) in finals {
-                    let members = &servers[server_of[rank as usize]];
-                    for (idx, &k) in members.iter().filter(|&&k| k != rank).enumerate() {
-                        b.node(
-                            DNode {
-                                src: rank,
-                                dst: k,
-                                channel: c,
-                                slot: slot(s, i),
-                                bytes: bytes(s, i),
-                                reduce: false,
-                                nvls: if idx == 0 {
-                                    Nvls::Multicast
-                                } else {
-                                    Nvls::Replica
-                                },
-                            },
-                            &deps,
-                        );
-                    }
-                }
             }
         }
     }
-    finish_chunks(b, elems, chunk_elems, per_chunk)
+    finish(b, per_chunk as u32, vec![per_chunk as u32])
 }
 
 /// The ranks by server (by GPU) when NVLSTree can run: two or more servers, each with
@@ -795,9 +766,7 @@ fn finish(b: Builder, slots_per_channel: u32, slots_used: Vec<u32>) -> Dag {
         nodes: b.nodes,
         succ_start: count,
         succ,
-        deps_left: deps_init.clone(),
         deps_init,
-        done: 0,
         slots_per_channel,
         slots_used,
     }

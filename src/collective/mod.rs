@@ -33,14 +33,17 @@
 //! Correctness is tracked, not assumed: every buffer piece on every rank carries the
 //! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece
 //! that does not hold exactly what the collective promises counts in `#wrong`. Rings
-//! with more than `TRACKED_SLOTS` pieces per channel track an even sample of them.
+//! with more than `TRACKED_SLOTS` pieces per channel track an even sample of them; graph
+//! algorithms track each channel's first and last chunk (`graph`).
 //!
-//! Tree, hierarchical and in-network allreduce run as per-iteration dependency graphs
-//! (`dag`); each channel's groups are rotated so that channels lead through other GPUs
-//! and NICs. Leaves out: NVLS and CollNet as NCCL runs them, NCCL's per-size reduction of
+//! Tree, hierarchical, NVLSTree and in-network allreduce run as dependency graphs
+//! (`dag`), one chunk's graph per channel run once per chunk (`graph`; in-network one
+//! graph per operation); each channel's groups are rotated so that channels lead through
+//! other GPUs and NICs. Leaves out: NVLS and CollNet as NCCL runs them, NCCL's per-size reduction of
 //! channels and threads, and slot flow control inside the graphs.
 
 pub mod dag;
+pub mod graph;
 mod placement;
 pub mod protocol;
 mod ring;
@@ -51,7 +54,8 @@ pub mod tuner;
 pub use summary::{algorithm_name, collective_csv, nccl_table, summarize, CollectiveSummary, Row};
 
 use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime};
-use dag::{Dag, TwoLevel};
+use dag::TwoLevel;
+use graph::GraphRun;
 pub use placement::{place, place_job, place_on, ring_order, RankLoc};
 pub use protocol::Protocol;
 pub use spec::{CollectiveAlgorithm, CollectiveOp, PlacementSpec};
@@ -318,9 +322,10 @@ pub struct CollectiveRun {
     /// In-network: the ranks by host, each host's leaf, and the fabric's leaves and
     /// spines (switch `sw` is endpoint `n + sw`).
     in_network: Option<InNetworkShape>,
-    dag: Dag,
-    /// What each graph transfer carried (the sender's piece when it was sent).
-    snap: Vec<(u32, u64)>,
+    /// The current size's graphs and their state (`graph`).
+    graph: GraphRun,
+    /// Transfers a graph transfer's end made ready (scratch).
+    ready: Vec<u32>,
     /// Per receiving endpoint: when its reduction engine is free; per (endpoint,
     /// channel): each sender's last transfer and when it was done (a connection).
     reducer_free: Vec<SimTime>,
@@ -452,8 +457,8 @@ impl CollectiveRun {
             layout: Layout::default(),
             two_level,
             in_network,
-            dag: Dag::default(),
-            snap: Vec::new(),
+            graph: GraphRun::default(),
+            ready: Vec::new(),
             reducer_free: Vec::new(),
             in_order: Vec::new(),
             nodes: {
@@ -604,60 +609,20 @@ impl CollectiveRun {
                     .map(|c| elems / ch + u64::from(c < elems % ch))
                     .collect();
                 let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
-                self.dag = match (&self.two_level, &self.in_network) {
-                    _ if self.algo == CollectiveAlgorithm::NvlsTree => {
-                        let servers = self
-                            .nvls_servers
-                            .as_ref()
-                            .expect("validation keeps NVLSTree to servers it can run on");
-                        dag::build_nvls_tree(servers, &per_channel, chunk_elems, ELEMENT_BYTES)
-                    }
-                    (Some((TwoLevel::LeaderRing, _)), _) if self.rail_shape.is_some() => {
-                        let (servers, rails) = self.rail_shape.as_ref().expect("checked");
-                        dag::build_rail_hierarchical(
-                            servers,
-                            rails,
-                            &per_channel,
-                            chunk_elems,
-                            ELEMENT_BYTES,
-                        )
-                    }
-                    (Some((kind, groups)), _) => dag::build(
-                        *kind,
-                        groups,
-                        &per_channel,
-                        chunk_elems,
-                        ELEMENT_BYTES,
-                        &self.ranks,
-                    ),
-                    (None, Some((groups, rank_leaf, leaves, spines))) => dag::build_in_network(
-                        self.n,
-                        groups,
-                        rank_leaf,
-                        *leaves,
-                        (*spines).max(1),
-                        &per_channel,
-                        chunk_elems,
-                        ELEMENT_BYTES,
-                        &self.ranks,
-                    ),
-                    _ => unreachable!("a graph algorithm"),
-                };
-                self.snap = vec![(0, 0); self.dag.nodes.len()];
+                self.graph = self.build_graph(&per_channel, chunk_elems);
             } else {
-                self.dag.reset();
+                self.graph.reset();
             }
-            let slots = (self.dag.slots_per_channel * self.cfg.channels) as usize;
+            let cells = self.graph.cells_per_rank();
             // Ranks start with their own data; switches (in-network) with nothing.
             let switches = self.in_network.as_ref().map_or(0, |x| x.2 + x.3);
             self.buf = (0..self.n + switches)
                 .map(|p| {
                     let own = if p < self.n { (1, hash(p)) } else { (0, 0) };
-                    vec![own; slots]
+                    vec![own; cells]
                 })
                 .collect();
-            let roots: Vec<u32> = self.dag.roots().collect();
-            for i in roots {
+            for i in self.graph.roots() {
                 self.issue_node(i, out);
             }
             return;
@@ -710,11 +675,70 @@ impl CollectiveRun {
         }
     }
 
+    /// The current size's graphs: per channel one chunk's (and the last chunk's when it
+    /// is smaller), or in-network one graph of the whole operation.
+    fn build_graph(&self, per_channel: &[u64], chunk_elems: u64) -> GraphRun {
+        if let (None, Some((groups, rank_leaf, leaves, spines))) =
+            (&self.two_level, &self.in_network)
+        {
+            if self.algo != CollectiveAlgorithm::NvlsTree {
+                let dag = dag::build_in_network(
+                    self.n,
+                    groups,
+                    rank_leaf,
+                    *leaves,
+                    (*spines).max(1),
+                    per_channel,
+                    chunk_elems,
+                    ELEMENT_BYTES,
+                    &self.ranks,
+                );
+                return GraphRun::whole(dag, self.cfg.channels);
+            }
+        }
+        let chunk = |c: u32, ej: u64| {
+            if self.algo == CollectiveAlgorithm::NvlsTree {
+                let servers = self
+                    .nvls_servers
+                    .as_ref()
+                    .expect("validation keeps NVLSTree to servers it can run on");
+                return dag::nvls_tree_chunk(servers, c, ej, ELEMENT_BYTES);
+            }
+            match &self.two_level {
+                Some((TwoLevel::LeaderRing, _)) if self.rail_shape.is_some() => {
+                    let (servers, rails) = self.rail_shape.as_ref().expect("checked");
+                    dag::rail_hierarchical_chunk(servers, rails, c, ej, ELEMENT_BYTES)
+                }
+                Some((kind, groups)) => {
+                    let groups = dag::channel_groups(groups, &self.ranks, c);
+                    dag::tree_chunk(*kind, &groups, c, ej, ELEMENT_BYTES)
+                }
+                None => unreachable!("a graph algorithm"),
+            }
+        };
+        let channels = per_channel
+            .iter()
+            .enumerate()
+            .map(|(c, &e)| {
+                let c = c as u32;
+                let chunks = e.div_ceil(chunk_elems).max(1);
+                let last_elems = e - (chunks - 1) * chunk_elems;
+                let full = chunk(c, chunk_elems.min(e));
+                let last = (chunks > 1 && last_elems != chunk_elems).then(|| chunk(c, last_elems));
+                (full, last, chunks as u32)
+            })
+            .collect();
+        GraphRun::chunked(channels)
+    }
+
     /// Posts graph transfer `i`, carrying what its sender holds now.
     fn issue_node(&mut self, i: u32, out: &mut Vec<Send>) {
-        let d = self.dag.nodes[i as usize];
-        let slots = self.dag.slots_per_channel;
-        self.snap[i as usize] = self.buf[d.src as usize][(d.channel * slots + d.slot) as usize];
+        let at = self.graph.at(i);
+        let d = self.graph.node(at);
+        if let Some(cell) = self.graph.cell(at, &d) {
+            let held = self.buf[d.src as usize][cell];
+            *self.graph.snap(at).expect("a tracked chunk") = held;
+        }
         // Bytes to and from a switch are bare data (in-network aggregation).
         let bytes = if d.src >= self.n || d.dst >= self.n {
             d.bytes
@@ -733,25 +757,25 @@ impl CollectiveRun {
 
     /// Graph transfer `i` landed.
     fn on_node_done(&mut self, now: SimTime, i: u32, out: &mut Vec<Send>) {
-        let d = self.dag.nodes[i as usize];
-        let slots = self.dag.slots_per_channel;
-        let (count, sum) = self.snap[i as usize];
-        let cell = &mut self.buf[d.dst as usize][(d.channel * slots + d.slot) as usize];
-        if d.reduce {
-            cell.0 += count;
-            cell.1 = cell.1.wrapping_add(sum);
-        } else {
-            *cell = (count, sum);
-        }
-        self.dag.done += 1;
-        for k in 0..self.dag.successors(i).len() {
-            let next = self.dag.successors(i)[k];
-            self.dag.deps_left[next as usize] -= 1;
-            if self.dag.deps_left[next as usize] == 0 {
-                self.issue_node(next, out);
+        let at = self.graph.at(i);
+        let d = self.graph.node(at);
+        if let Some(cell) = self.graph.cell(at, &d) {
+            let (count, sum) = *self.graph.snap(at).expect("a tracked chunk");
+            let cell = &mut self.buf[d.dst as usize][cell];
+            if d.reduce {
+                cell.0 += count;
+                cell.1 = cell.1.wrapping_add(sum);
+            } else {
+                *cell = (count, sum);
             }
         }
-        if self.dag.done as usize == self.dag.nodes.len() {
+        let mut ready = std::mem::take(&mut self.ready);
+        self.graph.complete(at, &mut ready);
+        for next in ready.drain(..) {
+            self.issue_node(next, out);
+        }
+        self.ready = ready;
+        if self.graph.finished() {
             self.finish_iteration(now);
         }
     }
@@ -765,7 +789,7 @@ impl CollectiveRun {
     /// The receiver's reduction of `xfer`: (time its engine is busy, latency after).
     fn reduce_parts(&self, xfer: u32) -> (SimDuration, SimDuration) {
         let (reduce, bytes, at_switch) = if self.is_graph() {
-            let d = &self.dag.nodes[xfer as usize];
+            let d = &self.graph.node(self.graph.at(xfer));
             // NVLink SHARP: the NVSwitch adds, not the receiving GPU.
             (
                 d.reduce && d.nvls != dag::Nvls::Reduce,
@@ -803,7 +827,7 @@ impl CollectiveRun {
     /// pieces in the order they were sent, as NCCL's FIFOs and CollNet streams do.
     pub fn landed(&mut self, xfer: u32, arrival: SimTime) -> SimTime {
         let (src, dst, channel) = if self.is_graph() {
-            let d = &self.dag.nodes[xfer as usize];
+            let d = &self.graph.node(self.graph.at(xfer));
             (d.src, d.dst, d.channel)
         } else {
             let x = &self.xfers[xfer as usize];
@@ -882,17 +906,12 @@ impl CollectiveRun {
         let n = self.n;
         let all: u64 = (0..n).fold(0u64, |a, p| a.wrapping_add(hash(p)));
         if self.is_graph() {
-            // Allreduce: every used slot of every rank holds every rank's data once.
-            let slots = self.dag.slots_per_channel;
+            // Allreduce: every tracked cell of every rank holds every rank's data once.
+            let cells = self.graph.used_cells();
             let mut wrong = 0;
             for p in 0..n {
-                for (c, &used) in self.dag.slots_used.iter().enumerate() {
-                    for slot in 0..used {
-                        if self.buf[p as usize][c * slots as usize + slot as usize] != (n, all) {
-                            wrong += 1;
-                        }
-                    }
-                }
+                let row = &self.buf[p as usize];
+                wrong += cells.iter().filter(|&&k| row[k] != (n, all)).count() as u64;
             }
             return wrong;
         }

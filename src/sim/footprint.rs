@@ -36,6 +36,9 @@ pub const FLOW_BYTES: f64 = 177.0;
 pub const QUEUE_PAIR_BYTES: f64 = 815.0;
 /// Bytes per collective transfer (measured).
 pub const TRANSFER_BYTES: f64 = 154.0;
+/// Bytes per transfer of a graph algorithm's operation: its dependency count
+/// (`collective::graph`; the graphs themselves are one chunk's per channel).
+pub const GRAPH_TRANSFER_BYTES: f64 = 4.0;
 /// The run's fixed part: the binary, the fabric's tables, buffers (measured at 5-10 MB
 /// for small fabrics; 16 MiB leaves room).
 pub const BASE_BYTES: f64 = 16.0 * 1024.0 * 1024.0;
@@ -49,6 +52,9 @@ pub struct Footprint {
     pub queue_pairs: f64,
     /// Upper bound on collective transfers.
     pub transfers: f64,
+    /// Transfers of the largest operation of a graph algorithm (tree, hierarchical,
+    /// NVLSTree, in-network): each holds a dependency count while its chunk runs.
+    pub graph_transfers: f64,
 }
 
 impl Footprint {
@@ -60,7 +66,9 @@ impl Footprint {
 
     /// Bytes with the collectives' upper bound added.
     pub fn bytes_at_most(&self) -> f64 {
-        self.bytes_at_least() + self.transfers * TRANSFER_BYTES
+        self.bytes_at_least()
+            + self.transfers * TRANSFER_BYTES
+            + self.graph_transfers * GRAPH_TRANSFER_BYTES
     }
 }
 
@@ -71,6 +79,7 @@ impl std::ops::Add for Footprint {
             flows: self.flows + o.flows,
             queue_pairs: self.queue_pairs + o.queue_pairs,
             transfers: self.transfers + o.transfers,
+            graph_transfers: self.graph_transfers + o.graph_transfers,
         }
     }
 }
@@ -101,6 +110,54 @@ fn ring_transfers(c: &Collective, n: f64, size: u64) -> f64 {
     let per_loop = c.channels as f64 * n * chunk.max(1) as f64;
     let loops = (size as f64 / per_loop).ceil().max(1.0);
     steps * slices * n * c.channels as f64 * loops
+}
+
+/// For size `k` of collective item `item`, when NCCL's choice (or the one given) is a
+/// graph algorithm: the operation's transfers, and of them those between servers (each
+/// a transfer record while in flight), from `collective::graph::transfers_per_chunk`.
+/// `None` for the ring (and all-to-all), or when the ranks cannot be placed (validation
+/// says why).
+fn graph_transfers(sc: &Scenario, item: usize, c: &Collective, k: usize) -> Option<(f64, f64)> {
+    let ranks =
+        crate::collective::place_on(c, sc.host.as_ref(), sc.topology.hosts(), sc.seed, item)
+            .ok()?;
+    let net_gbps = sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
+        * sc.topology.host_link.rate.0 as f64
+        / 8e9;
+    let (algorithm, protocol) = *crate::collective::choices(c, &ranks, net_gbps).get(k)?;
+    if algorithm == CollectiveAlgorithm::Ring || c.op == CollectiveOp::Alltoall {
+        return None;
+    }
+    let mut servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let (n, servers) = (ranks.len() as u32, servers.len() as u32);
+    let size = c.sizes[k];
+    let chunk = if c.chunk_given || algorithm == CollectiveAlgorithm::InNetwork {
+        c.chunk
+    } else {
+        crate::collective::protocol::chunk_bytes(
+            algorithm,
+            protocol,
+            size,
+            c.channels,
+            servers,
+            n / servers.max(1),
+        )
+    }
+    .max(1);
+    let chunks = size
+        .div_ceil(c.channels.max(1) as u64)
+        .div_ceil(chunk)
+        .max(1) as f64;
+    let (all, between) = crate::collective::graph::transfers_per_chunk(
+        algorithm,
+        n as u64,
+        servers as u64,
+        sc.topology.leaves as u64,
+    );
+    let per_op = chunks * c.channels as f64;
+    Some((all * per_op, between * per_op))
 }
 
 /// What a run will do, roughly: payload bytes, packets (data, and under RC the ACKs)
@@ -150,31 +207,37 @@ pub fn estimate(sc: &Scenario) -> Footprint {
     let hosts = sc.topology.hosts() as f64;
     let rate = sc.topology.host_link.rate.0;
     let mut f = Footprint::default();
-    for w in &sc.workload {
+    for (item, w) in sc.workload.iter().enumerate() {
         match w {
             Workload::Collective(c) => {
                 let n = c.ranks.map_or(hosts, |r| r as f64);
                 let ops = (c.iters + c.warmup_iters) as f64;
-                let all = c
+                // Per size: transfer records of one operation, the most in flight, and
+                // a graph algorithm's transfers.
+                let per_size: Vec<(f64, f64, f64)> = c
                     .sizes
                     .iter()
-                    .map(|&s| ring_transfers(c, n, s) * ops)
-                    .sum::<f64>();
-                let one_op = c
-                    .sizes
-                    .iter()
-                    .map(|&s| ring_transfers(c, n, s))
-                    .fold(0.0, f64::max);
-                // A ring (but for all-to-all) keeps at most NCCL_STEPS transfers in
-                // flight per rank and channel; other algorithms up to one operation's.
-                let window = match (c.algorithm, c.op) {
-                    (CollectiveAlgorithm::Ring, op) if op != CollectiveOp::Alltoall => {
-                        NCCL_STEPS as f64 * n * c.channels as f64
-                    }
-                    _ => one_op,
-                };
-                let held = 2.0 * window.min(one_op) + crate::sim::retire::SWEEP_MIN as f64;
+                    .enumerate()
+                    .map(|(k, &s)| match graph_transfers(sc, item, c, k) {
+                        Some((all, between_servers)) => (between_servers, between_servers, all),
+                        None => {
+                            let one = ring_transfers(c, n, s);
+                            // A ring (but for all-to-all) keeps at most NCCL_STEPS transfers
+                            // in flight per rank and channel.
+                            let window = if c.op == CollectiveOp::Alltoall {
+                                one
+                            } else {
+                                NCCL_STEPS as f64 * n * c.channels as f64
+                            };
+                            (one, window.min(one), 0.0)
+                        }
+                    })
+                    .collect();
+                let all = per_size.iter().map(|x| x.0 * ops).sum::<f64>();
+                let window = per_size.iter().map(|x| x.1).fold(0.0, f64::max);
+                let held = 2.0 * window + crate::sim::retire::SWEEP_MIN as f64;
                 f.transfers += all.min(held);
+                f.graph_transfers += per_size.iter().map(|x| x.2).fold(0.0, f64::max);
             }
             Workload::Training(t) => f.transfers += t.transfers_estimate(),
             // Point-to-point items: the flows they expand to (Poisson: expected).
@@ -345,14 +408,21 @@ mod tests {
         // 16 ranks, 64 MiB, 2 channels, Simple: one loop of 2 MiB chunks, 30 steps x 2
         // slices x 16 ranks x 2 channels = 1,920 transfers, as the run counts them.
         let sc = scenario(&format!(
+            "{TOPO}workload:\n  - collective: {{ op: allreduce, protocol: simple, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0 }}\n"
+        ));
+        assert_eq!(estimate(&sc).transfers, 1920.0);
+        // Three iterations make 5,760, more than the ring can hold at once (below).
+        let sc = scenario(&format!(
             "{TOPO}workload:\n  - collective: {{ op: allreduce, protocol: simple, minbytes: 64MiB, maxbytes: 64MiB, iters: 3, warmup_iters: 0 }}\n"
         ));
-        assert_eq!(estimate(&sc).transfers, 3.0 * 1920.0);
-        // The tuner's choice (one iteration): 512 KiB steps bound it (4 loops).
+        assert_eq!(estimate(&sc).transfers, 4608.0);
+        // The tuner's choice (one iteration), a ring: 512 KiB steps bound its transfers
+        // (4 loops, 7,680), and the records held at once are at most twice NCCL_STEPS
+        // per rank and channel plus a sweep's 4,096: 2 x 8 x 16 x 2 + 4,096.
         let sc = scenario(&format!(
             "{TOPO}workload:\n  - collective: {{ op: allreduce, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0 }}\n"
         ));
-        assert_eq!(estimate(&sc).transfers, 7680.0);
+        assert_eq!(estimate(&sc).transfers, 4608.0);
         // A given chunk is one transfer per step.
         let sc = scenario(&format!(
             "{TOPO}workload:\n  - collective: {{ op: allreduce, chunk: 512KiB, minbytes: 64MiB, maxbytes: 64MiB, iters: 1, warmup_iters: 0 }}\n"

@@ -297,6 +297,36 @@ workload:
     assert_eq!(f.transfers, (2 * 8 * 4096 * 16 + 4096) as f64);
 }
 
+/// Issue 17: a 16,384-GPU allreduce of 256 MiB with NCCL's choice (2,048 servers x 8
+/// rails of 400 Gb/s, 256 leaves, 64 spines: tree LL128 in 144,000 B chunks) is accepted
+/// and its memory estimated from the graph it runs: one chunk's graph per channel and
+/// 4 bytes per transfer, 16 channels x 117 chunks x 4 (n - 1) = 122,675,328 transfers
+/// (490 MB), and the records of those between servers, 4 x 2,047 per chunk and channel
+/// (15.3 M of 154 B at most).
+/// Before, validation refused it ("about 489684992 buffer pieces per iteration; at most
+/// 2e8") and the run would have built every transfer at about 100 bytes (12 GB).
+#[test]
+fn a_16384_gpu_allreduce_with_nccls_choice_is_accepted_and_its_graph_sized() {
+    let sc = crate::common::scenario(
+        "topology: { leaves: 256, spines: 64, hosts_per_leaf: 64, host_link: { rate: 400Gbps, latency: 100ns } }
+flow_control: { mode: ib_credit }
+host: { gpus_per_host: 8, nics_per_host: 8, wiring: rail, posting: cpu_proxy, memory: gpu }
+workload:
+  - collective: { op: allreduce, size: 256MiB, iters: 1, warmup_iters: 0 }
+",
+    );
+    let f = doorbell::sim::footprint::estimate(&sc);
+    let (chunks, channels, n) = (117.0, 16.0, 16_384.0);
+    assert_eq!(f.graph_transfers, chunks * channels * 4.0 * (n - 1.0));
+    // One operation: its transfers between servers, fewer than twice them plus a sweep.
+    assert_eq!(f.transfers, chunks * channels * 4.0 * 2_047.0);
+    assert!(
+        f.bytes_at_most() < 3.0 * (1u64 << 30) as f64,
+        "{} B",
+        f.bytes_at_most()
+    );
+}
+
 /// `transfers_retired` summed over every perf.json under `dir`.
 fn walk_perf(dir: &std::path::Path) -> u64 {
     let mut n = 0;

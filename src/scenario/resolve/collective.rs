@@ -259,47 +259,117 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
     if env.topology.planes > 1 {
         check_planes(c, &ranks, env)?;
     }
-    // Pieces the run tracks per iteration, per size with the algorithm and protocol it
-    // runs: a ring keeps at most `TRACKED_SLOTS` per rank and channel; a graph algorithm
-    // (and its graph) about size / chunk per rank, times its depth (at most 64 counted).
+    // Per size, with the algorithm and protocol it runs: a ring tracks at most
+    // `TRACKED_SLOTS` pieces per rank and channel, at most 2e8 in all; a graph algorithm
+    // names each transfer of an operation by a 32-bit id (`collective::graph`), and
+    // holds 4 bytes per transfer of a chunk not yet done.
     let n = ranks.len() as f64;
     let net_gbps =
         env.host.map_or(1, |h| h.nics_per_host) as f64 * env.topology.host_link.rate.0 as f64 / 8e9;
     let choices = crate::collective::choices(c, &ranks, net_gbps);
+    let mut servers: Vec<u32> = ranks.iter().map(|r| r.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    let servers = servers.len() as u32;
     for (&size, &(algorithm, protocol)) in c.sizes.iter().zip(&choices) {
-        let ring = algorithm == schema::CollectiveAlgorithm::Ring;
-        // Ring Simple: chunks of 4 buffer steps, each step sent as 2 slices.
-        let slicing =
-            crate::collective::protocol::Slicing::of(algorithm, c.op, protocol, c.chunk_given);
-        let sliced = slicing == crate::collective::protocol::Slicing::RING_SIMPLE;
-        let chunk = if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
-            c.chunk
-        } else if sliced {
-            protocol.step_data_bytes() * crate::collective::protocol::RING_SIMPLE_CHUNK_STEPS as u64
-        } else {
-            protocol.step_data_bytes()
-        };
-        let ch = c.channels as f64;
-        let slices = slicing.slices as f64;
-        let pieces = if ring {
+        let name = crate::collective::algorithm_name(algorithm);
+        if algorithm == schema::CollectiveAlgorithm::Ring {
+            // Ring Simple: chunks of 4 buffer steps, each step sent as 2 slices.
+            let slicing =
+                crate::collective::protocol::Slicing::of(algorithm, c.op, protocol, c.chunk_given);
+            let sliced = slicing == crate::collective::protocol::Slicing::RING_SIMPLE;
+            let chunk = if c.chunk_given {
+                c.chunk
+            } else if sliced {
+                protocol.step_data_bytes()
+                    * crate::collective::protocol::RING_SIMPLE_CHUNK_STEPS as u64
+            } else {
+                protocol.step_data_bytes()
+            };
+            let ch = c.channels as f64;
             let per_loop = ch * n * chunk as f64;
             let loops = (size as f64 / per_loop).ceil().max(1.0);
-            n * ch * (loops * n * slices).min(crate::collective::TRACKED_SLOTS as f64)
-        } else {
-            n * (size as f64 / chunk as f64).ceil().max(1.0) * n.min(64.0)
-        };
-        if pieces > 2e8 {
+            let pieces = n
+                * ch
+                * (loops * n * slicing.slices as f64).min(crate::collective::TRACKED_SLOTS as f64);
+            if pieces > 2e8 {
+                return Err((
+                    "chunk".into(),
+                    format!(
+                        "{} ranks moving {size} B with {name} in {chunk} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
+                        ranks.len(),
+                    ),
+                ));
+            }
+            continue;
+        }
+        let transfers = graph_transfers(
+            c,
+            algorithm,
+            protocol,
+            size,
+            ranks.len() as u32,
+            servers,
+            env,
+        );
+        if transfers > u32::MAX as f64 {
+            let chunk = graph_chunk(c, algorithm, protocol, size, ranks.len() as u32, servers);
             return Err((
                 "chunk".into(),
                 format!(
-                    "{} ranks moving {size} B with {} in {chunk} B chunks make about {pieces:.0} buffer pieces per iteration; at most 2e8 (raise `chunk`)",
+                    "{} ranks moving {size} B with {name} in {chunk} B chunks make about {transfers:.3e} transfers per operation; at most {} (raise `chunk`, or use fewer `channels`)",
                     ranks.len(),
-                    crate::collective::algorithm_name(algorithm),
+                    u32::MAX,
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// The chunk a graph algorithm cuts `size` into (as `CollectiveRun` does).
+fn graph_chunk(
+    c: &Collective,
+    algorithm: schema::CollectiveAlgorithm,
+    protocol: crate::collective::Protocol,
+    size: u64,
+    n: u32,
+    servers: u32,
+) -> u64 {
+    if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
+        c.chunk
+    } else {
+        crate::collective::protocol::chunk_bytes(
+            algorithm,
+            protocol,
+            size,
+            c.channels,
+            servers,
+            n / servers.max(1),
+        )
+    }
+}
+
+/// Transfers of one operation of a graph algorithm (`collective::graph::transfers_per_chunk`).
+fn graph_transfers(
+    c: &Collective,
+    algorithm: schema::CollectiveAlgorithm,
+    protocol: crate::collective::Protocol,
+    size: u64,
+    n: u32,
+    servers: u32,
+    env: &CollectiveEnv,
+) -> f64 {
+    let chunk = graph_chunk(c, algorithm, protocol, size, n, servers).max(1);
+    let per_channel = size.div_ceil(c.channels.max(1) as u64);
+    let chunks = per_channel.div_ceil(chunk).max(1) as f64;
+    let (per_chunk, _) = crate::collective::graph::transfers_per_chunk(
+        algorithm,
+        n as u64,
+        servers as u64,
+        env.topology.leaves as u64,
+    );
+    per_chunk * chunks * c.channels as f64
 }
 
 /// On a multi-plane fabric, every transfer between servers must stay in a plane. A
