@@ -38,6 +38,17 @@ struct ChannelGraph {
 }
 
 impl ChannelGraph {
+    /// The index in `GraphRun::tracked` of chunk `j`, if it is tracked.
+    fn tracked(&self, j: u32) -> Option<u32> {
+        if j == 0 {
+            self.track[0]
+        } else if j + 1 == self.chunks {
+            self.track[1]
+        } else {
+            None
+        }
+    }
+
     fn graph(&self, j: u32) -> &Dag {
         match &self.last {
             Some(last) if j + 1 == self.chunks => last,
@@ -205,13 +216,7 @@ impl GraphRun {
     /// chunk is tracked.
     pub fn cell(&self, at: At, d: &DNode) -> Option<usize> {
         let g = &self.channels[at.channel as usize];
-        let k = if at.chunk == 0 {
-            g.track[0]
-        } else if at.chunk + 1 == g.chunks {
-            g.track[1]
-        } else {
-            None
-        }?;
+        let k = g.tracked(at.chunk)?;
         let local = match self.whole_slots {
             Some(spc) => d.channel * spc + d.slot,
             None => d.slot - at.chunk * g.slots_per_chunk,
@@ -222,13 +227,7 @@ impl GraphRun {
     /// What transfer `at` carries (set when it is posted, if its chunk is tracked).
     pub fn snap(&mut self, at: At) -> Option<&mut (u32, u64)> {
         let g = &self.channels[at.channel as usize];
-        let k = if at.chunk == 0 {
-            g.track[0]
-        } else if at.chunk + 1 == g.chunks {
-            g.track[1]
-        } else {
-            None
-        }?;
+        let k = g.tracked(at.chunk)?;
         Some(&mut self.tracked[k as usize].snap[at.node as usize])
     }
 
@@ -327,4 +326,50 @@ pub fn transfers_per_chunk(
         A::InNetwork => (2.0 * n + 4.0 * l, 2.0 * s + 2.0 * l),
         _ => (4.0 * (n - 1.0).max(1.0), 4.0 * (s - 1.0)),
     }
+}
+
+/// The chunk a graph algorithm cuts `size` into (as `CollectiveRun` does: `chunk` when
+/// given, and in-network's; else NCCL's, `protocol::chunk_bytes`), for `n` ranks on
+/// `servers` servers.
+pub fn chunk_of(
+    c: &super::Collective,
+    algorithm: super::CollectiveAlgorithm,
+    protocol: super::Protocol,
+    size: u64,
+    n: u32,
+    servers: u32,
+) -> u64 {
+    if c.chunk_given || algorithm == super::CollectiveAlgorithm::InNetwork {
+        c.chunk
+    } else {
+        super::protocol::chunk_bytes(
+            algorithm,
+            protocol,
+            size,
+            c.channels,
+            servers,
+            n / servers.max(1),
+        )
+    }
+}
+
+/// Transfers of one operation of `size` bytes, and of them those between servers
+/// (`transfers_per_chunk` x chunks per channel x channels).
+pub fn operation_transfers(
+    c: &super::Collective,
+    algorithm: super::CollectiveAlgorithm,
+    protocol: super::Protocol,
+    size: u64,
+    n: u32,
+    servers: u32,
+    leaves: u32,
+) -> (f64, f64) {
+    let chunk = chunk_of(c, algorithm, protocol, size, n, servers).max(1);
+    let chunks = size
+        .div_ceil(c.channels.max(1) as u64)
+        .div_ceil(chunk)
+        .max(1) as f64;
+    let (all, between) = transfers_per_chunk(algorithm, n as u64, servers as u64, leaves as u64);
+    let per_op = chunks * c.channels as f64;
+    (all * per_op, between * per_op)
 }

@@ -132,32 +132,15 @@ fn graph_transfers(sc: &Scenario, item: usize, c: &Collective, k: usize) -> Opti
     servers.sort_unstable();
     servers.dedup();
     let (n, servers) = (ranks.len() as u32, servers.len() as u32);
-    let size = c.sizes[k];
-    let chunk = if c.chunk_given || algorithm == CollectiveAlgorithm::InNetwork {
-        c.chunk
-    } else {
-        crate::collective::protocol::chunk_bytes(
-            algorithm,
-            protocol,
-            size,
-            c.channels,
-            servers,
-            n / servers.max(1),
-        )
-    }
-    .max(1);
-    let chunks = size
-        .div_ceil(c.channels.max(1) as u64)
-        .div_ceil(chunk)
-        .max(1) as f64;
-    let (all, between) = crate::collective::graph::transfers_per_chunk(
+    Some(crate::collective::graph::operation_transfers(
+        c,
         algorithm,
-        n as u64,
-        servers as u64,
-        sc.topology.leaves as u64,
-    );
-    let per_op = chunks * c.channels as f64;
-    Some((all * per_op, between * per_op))
+        protocol,
+        c.sizes[k],
+        n,
+        servers,
+        sc.topology.leaves,
+    ))
 }
 
 /// What a run will do, roughly: payload bytes, packets (data, and under RC the ACKs)

@@ -303,17 +303,19 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
             }
             continue;
         }
-        let transfers = graph_transfers(
+        let ranks_n = ranks.len() as u32;
+        let (transfers, _) = crate::collective::graph::operation_transfers(
             c,
             algorithm,
             protocol,
             size,
-            ranks.len() as u32,
+            ranks_n,
             servers,
-            env,
+            env.topology.leaves,
         );
         if transfers > u32::MAX as f64 {
-            let chunk = graph_chunk(c, algorithm, protocol, size, ranks.len() as u32, servers);
+            let chunk =
+                crate::collective::graph::chunk_of(c, algorithm, protocol, size, ranks_n, servers);
             return Err((
                 "chunk".into(),
                 format!(
@@ -325,51 +327,6 @@ pub fn check_collective_env(c: &Collective, env: &CollectiveEnv) -> Result<(), (
         }
     }
     Ok(())
-}
-
-/// The chunk a graph algorithm cuts `size` into (as `CollectiveRun` does).
-fn graph_chunk(
-    c: &Collective,
-    algorithm: schema::CollectiveAlgorithm,
-    protocol: crate::collective::Protocol,
-    size: u64,
-    n: u32,
-    servers: u32,
-) -> u64 {
-    if c.chunk_given || algorithm == schema::CollectiveAlgorithm::InNetwork {
-        c.chunk
-    } else {
-        crate::collective::protocol::chunk_bytes(
-            algorithm,
-            protocol,
-            size,
-            c.channels,
-            servers,
-            n / servers.max(1),
-        )
-    }
-}
-
-/// Transfers of one operation of a graph algorithm (`collective::graph::transfers_per_chunk`).
-fn graph_transfers(
-    c: &Collective,
-    algorithm: schema::CollectiveAlgorithm,
-    protocol: crate::collective::Protocol,
-    size: u64,
-    n: u32,
-    servers: u32,
-    env: &CollectiveEnv,
-) -> f64 {
-    let chunk = graph_chunk(c, algorithm, protocol, size, n, servers).max(1);
-    let per_channel = size.div_ceil(c.channels.max(1) as u64);
-    let chunks = per_channel.div_ceil(chunk).max(1) as f64;
-    let (per_chunk, _) = crate::collective::graph::transfers_per_chunk(
-        algorithm,
-        n as u64,
-        servers as u64,
-        env.topology.leaves as u64,
-    );
-    per_chunk * chunks * c.channels as f64
 }
 
 /// On a multi-plane fabric, every transfer between servers must stay in a plane. A
