@@ -78,6 +78,9 @@ pub struct GraphRun {
     cells_per_chunk: u32,
     total: u64,
     done: u64,
+    /// Chunks of a channel in flight at once (`with_window`): transfer t of chunk j
+    /// also waits for transfer t of chunk j - window; 0 for no such limit.
+    window: u32,
 }
 
 /// Where a transfer is: channel, chunk, place in the chunk's graph.
@@ -139,15 +142,31 @@ impl GraphRun {
         run
     }
 
+    /// At most `window` chunks of a channel in flight: each transfer of a chunk waits
+    /// for the same transfer of the chunk `window` before (its connection's buffer
+    /// slot, `NCCL_STEPS` of them, is free again once that one is done).
+    pub fn with_window(mut self, window: u32) -> GraphRun {
+        self.window = window;
+        self.reset();
+        self
+    }
+
     /// Every transfer waits for all its dependencies again (a new iteration).
     pub fn reset(&mut self) {
         self.done = 0;
+        let w = self.window;
         self.deps_left = self
             .channels
             .iter()
             .map(|g| {
                 (0..g.chunks)
-                    .map(|j| g.graph(j).deps_init.clone())
+                    .map(|j| {
+                        let mut d = g.graph(j).deps_init.clone();
+                        if w > 0 && j >= w {
+                            d.iter_mut().for_each(|x| *x += 1);
+                        }
+                        d
+                    })
                     .collect()
             })
             .collect();
@@ -184,7 +203,12 @@ impl GraphRun {
     pub fn roots(&self) -> Vec<u32> {
         let mut out = Vec::new();
         for g in &self.channels {
-            for j in 0..g.chunks {
+            let open = if self.window > 0 {
+                g.chunks.min(self.window)
+            } else {
+                g.chunks
+            };
+            for j in 0..open {
                 let base = g.first_id + j * g.len;
                 out.extend(g.graph(j).roots().map(|t| base + t));
             }
@@ -248,6 +272,16 @@ impl GraphRun {
         *done += 1;
         if *done == g.len {
             *deps = Vec::new();
+        }
+        let w = self.window;
+        if w > 0 && at.chunk + w < g.chunks {
+            // Its slot is free for the same transfer `window` chunks on.
+            let later = at.chunk + w;
+            let deps = &mut self.deps_left[at.channel as usize][later as usize];
+            deps[at.node as usize] -= 1;
+            if deps[at.node as usize] == 0 {
+                ready.push(g.first_id + later * g.len + at.node);
+            }
         }
     }
 

@@ -39,8 +39,12 @@
 //! Tree, hierarchical, NVLSTree and in-network allreduce run as dependency graphs
 //! (`dag`), one chunk's graph per channel run once per chunk (`graph`; in-network one
 //! graph per operation); each channel's groups are rotated so that channels lead through
-//! other GPUs and NICs. Leaves out: NVLS and CollNet as NCCL runs them, NCCL's per-size reduction of
-//! channels and threads, and slot flow control inside the graphs.
+//! other GPUs and NICs. NVLSTree keeps `NCCL_STEPS` chunks of a channel in flight (its
+//! NVLS buffer's slots, `src/transport/nvls.cc`), and its scatter and gather copy a
+//! whole chunk per step at `nvls_copy_rate` (`nvls_scatter_end`, `arrived`). Leaves out:
+//! NVLS on one server and CollNet as NCCL runs them, NCCL's per-size reduction of
+//! channels and threads, and slot flow control inside the tree, hierarchical and
+//! in-network graphs.
 
 pub mod dag;
 pub mod graph;
@@ -103,6 +107,25 @@ pub mod defaults {
     /// WRITE that adaptive routing may spread.
     pub const AR_THRESHOLD: u64 = 8192;
     pub const WARMUP_ITERS: u32 = 5;
+    /// NVLSTree's copies between the user's buffers and NVLink SHARP's, per channel:
+    /// without registered buffers (nccl-tests' default) each channel's scatter warps copy
+    /// its whole share of the input into the NVLS buffer and its gather warps copy the
+    /// whole result out (`src/device/all_reduce.h`, `RunWorkColl<ncclFuncAllReduce, T,
+    /// RedOp, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>`: 6 scatter and 5 gather warps of
+    /// 20 in a channel with a parent), far fewer warps than a ring's copy. Calibrated:
+    /// 2 x 8 H100 with NVLSTree forced (nccl-tests #294, NCCL 2.18) moves 240 GB/s of
+    /// algorithm bandwidth from 128 MiB to 2 GiB on 16 channels, 15 GB/s per channel.
+    pub const NVLS_COPY_RATE: BitsPerSec = BitsPerSec(120_000_000_000);
+}
+
+/// NVLSTree: a rank's gather of one chunk, waiting for every head's multicast pieces.
+#[derive(Clone, Debug)]
+struct GatherStep {
+    chunk: u32,
+    /// Pieces in so far, and when the last came.
+    pieces: u32,
+    last: SimTime,
+    xfers: Vec<u32>,
 }
 
 /// A validated `collective:` workload item.
@@ -151,6 +174,9 @@ pub struct Collective {
     /// NVLink SHARP is there for NCCL to use (`NCCL_NVLS_ENABLE` and multicast-capable
     /// NVSwitches): `auto` then weighs NVLSTree too.
     pub nvls: bool,
+    /// NVLSTree: how fast one channel copies between the user's buffers and the NVLS
+    /// buffers (`defaults::NVLS_COPY_RATE`).
+    pub nvls_copy_rate: BitsPerSec,
 }
 
 impl Collective {
@@ -185,6 +211,7 @@ impl Collective {
             split_data_on_qps: false,
             ar_threshold: defaults::AR_THRESHOLD,
             nvls: false,
+            nvls_copy_rate: defaults::NVLS_COPY_RATE,
         }
     }
 
@@ -334,6 +361,14 @@ pub struct CollectiveRun {
     nodes: u32,
     /// Per rank and channel: when its last NVLink transfer is moved (`channel_free`).
     chan_free: Vec<SimTime>,
+    /// NVLSTree: per channel its elements, and a chunk's (`nvls_chunk_bytes`).
+    nvls_layout: (Vec<u64>, u64),
+    /// NVLSTree, per rank and channel: the scatter steps booked (chunk, when its copy
+    /// ends), the gather steps waiting for their multicasts, and when the gather warps
+    /// are free.
+    scatter_steps: Vec<Vec<(u32, SimTime)>>,
+    gather_wait: Vec<Vec<GatherStep>>,
+    gather_free: Vec<SimTime>,
     /// Hierarchical: the ranks by server and each rail's leaf groups, when a leader per
     /// rail applies (`dag::rail_shape`).
     rail_shape: Option<dag::RailShape>,
@@ -468,6 +503,10 @@ impl CollectiveRun {
             },
             cpu_ready: SimTime::ZERO,
             chan_free: Vec::new(),
+            nvls_layout: (Vec::new(), 1),
+            scatter_steps: Vec::new(),
+            gather_wait: Vec::new(),
+            gather_free: Vec::new(),
             rail_shape,
             nvls_servers,
             algo: choices[0].0,
@@ -531,6 +570,110 @@ impl CollectiveRun {
             self.chan_free.resize(k + 1, SimTime::ZERO);
         }
         &mut self.chan_free[k]
+    }
+
+    /// NVLSTree: the bytes of chunk `chunk` of channel `channel`: what a rank's scatter
+    /// warps copy into the NVLS buffers in one step (its own shard as well as the
+    /// others') and its gather warps copy out.
+    fn nvls_chunk_bytes(&self, channel: u32, chunk: u32) -> u64 {
+        let (per_channel, chunk_elems) = &self.nvls_layout;
+        let e = per_channel.get(channel as usize).copied().unwrap_or(0);
+        let left = e.saturating_sub(chunk as u64 * chunk_elems);
+        left.min(*chunk_elems) * ELEMENT_BYTES
+    }
+
+    /// NVLSTree: when rank `src`'s scatter of transfer `xfer`'s chunk into the NVLS
+    /// buffers is done, booking the step if it is the chunk's first transfer. NCCL's
+    /// scatter (`prims.scatter`, `src/device/prims_simple.h`) fills every head's slot of
+    /// a step together and posts them when the whole step is copied, so all of a
+    /// chunk's shards leave at once; `share` is the channel's share of the GPU's link,
+    /// which carries the shards for the other heads.
+    pub fn nvls_scatter_end(
+        &mut self,
+        now: SimTime,
+        src: u32,
+        xfer: u32,
+        share: BitsPerSec,
+    ) -> SimTime {
+        let at = self.graph.at(xfer);
+        let k = (src * self.cfg.channels + at.channel) as usize;
+        if self.scatter_steps.len() <= k {
+            self.scatter_steps.resize(k + 1, Vec::new());
+        }
+        if let Some(&(_, end)) = self.scatter_steps[k].iter().find(|e| e.0 == at.chunk) {
+            return end;
+        }
+        let bytes = self.nvls_chunk_bytes(at.channel, at.chunk);
+        let g = self
+            .nvls_servers
+            .as_ref()
+            .map_or(1, |s| s[0].len() as u64)
+            .max(1);
+        let copy = serialization_delay(bytes, self.cfg.nvls_copy_rate)
+            .max(serialization_delay(bytes * (g - 1) / g, share));
+        let chan = self.channel_free(src, at.channel);
+        let end = now.max(*chan) + copy;
+        *chan = end;
+        let steps = &mut self.scatter_steps[k];
+        // Only chunks still in flight can be asked for again (NCCL_STEPS of them).
+        steps.retain(|e| e.0 + protocol::NCCL_STEPS >= at.chunk);
+        steps.push((at.chunk, end));
+        end
+    }
+
+    /// Transfer `xfer` landed at `arrival`: what is done, and when, goes into `out`.
+    /// Each transfer is done on its own (`landed`) except NVLSTree's multicast pieces:
+    /// a rank's gather warps copy a chunk out of the multicast buffer in one step once
+    /// every head's pieces of it are in (`prims.gather` waits for all its peers), so
+    /// they are done together when that copy ends.
+    pub fn arrived(&mut self, xfer: u32, arrival: SimTime, out: &mut Vec<(u32, SimTime)>) {
+        let gathered = self.is_graph() && {
+            let nvls = self.graph.node(self.graph.at(xfer)).nvls;
+            matches!(nvls, dag::Nvls::Multicast | dag::Nvls::Replica)
+        };
+        if !gathered {
+            out.push((xfer, self.landed(xfer, arrival)));
+            return;
+        }
+        let at = self.graph.at(xfer);
+        let d = self.graph.node(at);
+        let arrival = arrival + self.step_latency(d.src, d.dst);
+        let g = self.nvls_servers.as_ref().map_or(2, |s| s[0].len() as u32);
+        // Pieces into a rank per chunk: two per shard (one per tree) of each other head.
+        let expected = 2 * (g - 1);
+        let k = (d.dst * self.cfg.channels + at.channel) as usize;
+        if self.gather_wait.len() <= k {
+            self.gather_wait.resize(k + 1, Vec::new());
+            self.gather_free.resize(k + 1, SimTime::ZERO);
+        }
+        let waits = &mut self.gather_wait[k];
+        let i = match waits.iter().position(|w| w.chunk == at.chunk) {
+            Some(i) => i,
+            None => {
+                waits.push(GatherStep {
+                    chunk: at.chunk,
+                    pieces: 0,
+                    last: SimTime::ZERO,
+                    xfers: Vec::new(),
+                });
+                waits.len() - 1
+            }
+        };
+        let w = &mut waits[i];
+        w.pieces += 1;
+        w.last = w.last.max(arrival);
+        w.xfers.push(xfer);
+        if w.pieces < expected {
+            return;
+        }
+        let GatherStep { last, xfers, .. } = waits.swap_remove(i);
+        let copy = serialization_delay(
+            self.nvls_chunk_bytes(at.channel, at.chunk),
+            self.cfg.nvls_copy_rate,
+        );
+        let done = last.max(self.gather_free[k]) + copy;
+        self.gather_free[k] = done;
+        out.extend(xfers.into_iter().map(|x| (x, done)));
     }
 
     /// The time the run wants to be woken at (`on_wake`), once.
@@ -613,6 +756,9 @@ impl CollectiveRun {
             } else {
                 self.graph.reset();
             }
+            // NVLSTree's steps are booked per iteration (chunk numbers start again).
+            self.scatter_steps.iter_mut().for_each(Vec::clear);
+            debug_assert!(self.gather_wait.iter().all(Vec::is_empty));
             let cells = self.graph.cells_per_rank();
             // Ranks start with their own data; switches (in-network) with nothing.
             let switches = self.in_network.as_ref().map_or(0, |x| x.2 + x.3);
@@ -677,7 +823,7 @@ impl CollectiveRun {
 
     /// The current size's graphs: per channel one chunk's (and the last chunk's when it
     /// is smaller), or in-network one graph of the whole operation.
-    fn build_graph(&self, per_channel: &[u64], chunk_elems: u64) -> GraphRun {
+    fn build_graph(&mut self, per_channel: &[u64], chunk_elems: u64) -> GraphRun {
         if let (None, Some((groups, rank_leaf, leaves, spines))) =
             (&self.two_level, &self.in_network)
         {
@@ -728,7 +874,15 @@ impl CollectiveRun {
                 (full, last, chunks as u32)
             })
             .collect();
-        GraphRun::chunked(channels)
+        let run = GraphRun::chunked(channels);
+        if self.algo == CollectiveAlgorithm::NvlsTree {
+            self.nvls_layout = (per_channel.to_vec(), chunk_elems);
+            // Each connection's NCCL_STEPS buffer slots bound the chunks in flight: the
+            // scatter into the NVLS buffers, the reduction and the multicast each run at
+            // most that far ahead of the one behind.
+            return run.with_window(protocol::NCCL_STEPS);
+        }
+        run
     }
 
     /// Posts graph transfer `i`, carrying what its sender holds now.

@@ -36,7 +36,11 @@
 //! - **NVLSTree** (NVLink SHARP inside servers, Simple only): `baseLat` 0, NVLink
 //!   `hwLat` 25 us for the NVLS part of an operation, network `hwLat` 14 us per tree
 //!   step; chunks of `NCCL_NVLS_CHUNKSIZE` (128 KiB) per head, smaller for small
-//!   messages (`calcCollChunking`, NCCL 2.26).
+//!   messages (`calcCollChunking`, NCCL 2.26); `NCCL_STEPS` chunks of a channel in
+//!   flight (`ncclNvlsBufferSetup`, `src/transport/nvls.cc`: a head's buffer per channel
+//!   is `nvlsChunkSize x NCCL_STEPS`); each rank's scatter and gather copy a whole chunk
+//!   per step at `defaults::NVLS_COPY_RATE` (`CollectiveRun::nvls_scatter_end`,
+//!   `CollectiveRun::arrived`).
 //!
 //! Leaves out: LL's and LL128's per-thread packing (modelled as a bandwidth factor), the
 //! PCI rows of `hwLat` (GPUs and NICs are on NVLink/GPUDirect here), and NVLS within

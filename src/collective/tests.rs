@@ -39,6 +39,7 @@ pub(super) fn collective(
         split_data_on_qps: false,
         ar_threshold: defaults::AR_THRESHOLD,
         nvls: false,
+        nvls_copy_rate: defaults::NVLS_COPY_RATE,
     }
 }
 

@@ -259,3 +259,113 @@ fn nvls_tree_transfers_are_counted_as_the_estimate_counts_them() {
     assert_eq!(posted, run.graph.total());
     assert_eq!(wrong, 0);
 }
+
+/// An NVLSTree run on 2 servers of 8 GPUs, one channel, `size` bytes, started: the run
+/// and the transfers it posted first.
+fn nvls_started(size: u64) -> (CollectiveRun, Vec<Send>) {
+    let mut c = super::tests::collective(
+        CollectiveOp::Allreduce,
+        CollectiveAlgorithm::NvlsTree,
+        size,
+        1,
+        8 * 65_536,
+        1,
+        0,
+    );
+    c.nvls = true;
+    let ranks: Vec<RankLoc> = (0..16)
+        .map(|i| RankLoc {
+            server: i / 8,
+            gpu: i % 8,
+            port: i,
+        })
+        .collect();
+    let mut run = CollectiveRun::new(&c, 0, ranks, |_| 0, 1, 0, 400.0);
+    let mut out = Vec::new();
+    run.start(SimTime::ZERO);
+    wake(&mut run, &mut out);
+    (run, out)
+}
+
+/// NVLSTree's buffer slots (`NCCL_STEPS` = 8 per channel and head, `ncclNvlsBufferSetup`
+/// in `src/transport/nvls.cc`): a 16 MiB allreduce on one channel is 32 chunks of 8 x 64
+/// KiB, of which only the first 8 start; transfer t of chunk j + 8 is posted when
+/// transfer t of chunk j is done (and its own dependencies are), and the run still ends
+/// with every rank's data.
+#[test]
+fn nvls_tree_keeps_nccl_steps_chunks_in_flight_per_channel() {
+    let (mut run, mut out) = nvls_started(16 << 20);
+    let chunk_of = |run: &CollectiveRun, x: u32| run.graph.at(x).chunk;
+    let first: std::collections::BTreeSet<u32> =
+        out.iter().map(|s| chunk_of(&run, s.xfer)).collect();
+    assert_eq!(first, (0..8).collect(), "chunks posted at the start");
+    let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+    let mut released_by_window = 0;
+    while let Some(s) = queue.pop_front() {
+        let at = run.graph.at(s.xfer);
+        run.on_done(SimTime(1), s.xfer, &mut out);
+        for n in &out {
+            let next = run.graph.at(n.xfer);
+            assert!(next.chunk <= at.chunk + 8, "{at:?} released {next:?}");
+            if next.chunk == at.chunk + 8 {
+                assert_eq!(next.node, at.node);
+                released_by_window += 1;
+            }
+        }
+        queue.extend(out.drain(..));
+    }
+    assert!(run.is_done());
+    assert_eq!(run.result().rows[0].wrong, 0);
+    assert!(released_by_window > 0);
+}
+
+/// NVLSTree's copies go a whole step at a time (`prims.scatter` and `prims.gather` copy
+/// every head's slot of a step and then post it): a rank's scatter of a 512 KiB chunk
+/// (8 heads x 64 KiB) at `NVLS_COPY_RATE` (120 Gb/s) ends 34.95 us after it starts for
+/// every shard of it, and the next chunk's 34.95 us later; a rank's 14 multicast pieces
+/// of a chunk (2 per other head) are done together, 12.5 us (NCCL's NVLS latency, half
+/// per phase) after the last came in plus the chunk's 34.95 us gather copy.
+#[test]
+fn nvls_tree_scatters_and_gathers_a_whole_step_at_a_time() {
+    let (mut run, out) = nvls_started(16 << 20);
+    let share = crate::units::BitsPerSec(2_966_400_000_000);
+    let copy = SimDuration(34_952_534); // 524,288 B x 8 / 120 Gb/s, rounded up
+    assert_eq!(
+        crate::units::serialization_delay(524_288, defaults::NVLS_COPY_RATE),
+        copy
+    );
+    let from0: Vec<&Send> = out.iter().filter(|s| s.src == 0).collect();
+    let t0 = SimTime(1_000_000);
+    let mut ends = std::collections::BTreeMap::new();
+    for s in &from0 {
+        assert_eq!(s.nvls, dag::Nvls::Reduce);
+        let end = run.nvls_scatter_end(t0, 0, s.xfer, share);
+        ends.entry(run.graph.at(s.xfer).chunk).or_insert(end);
+        assert_eq!(end, ends[&run.graph.at(s.xfer).chunk], "one end per chunk");
+    }
+    assert_eq!(ends[&0], t0 + copy);
+    assert_eq!(ends[&1], t0 + copy + copy);
+    // Rank 3's multicast pieces of chunk 0.
+    let pieces: Vec<u32> = (0..run.graph.total() as u32)
+        .filter(|&x| {
+            let at = run.graph.at(x);
+            let d = run.graph.node(at);
+            at.chunk == 0 && d.dst == 3 && d.nvls != dag::Nvls::Reduce && d.src / 8 == 0
+        })
+        .collect();
+    assert_eq!(pieces.len(), 14);
+    let mut done = Vec::new();
+    for (i, &x) in pieces.iter().enumerate() {
+        run.arrived(x, SimTime(10_000_000 + i as u64 * 1_000_000), &mut done);
+        if i + 1 < pieces.len() {
+            assert!(done.is_empty(), "done before every head's pieces came");
+        }
+    }
+    let last = SimTime(10_000_000 + 13 * 1_000_000);
+    let want = last + SimDuration(12_500_000) + copy;
+    assert_eq!(done.len(), 14);
+    assert!(
+        done.iter().all(|&(_, at)| at == want),
+        "{done:?} against {want:?}"
+    );
+}

@@ -921,6 +921,10 @@ pub struct CollectiveSpec {
     /// `auto` weighs NVLSTree too; default false.
     #[serde(default)]
     pub nvls: Option<bool>,
+    /// NVLSTree: how fast one channel's warps copy between the user's buffers and the
+    /// NVLS buffers (each way); default 120Gbps (15 GB/s, calibrated on 2 x 8 H100).
+    #[serde(default)]
+    pub nvls_copy_rate: Option<Rate>,
 }
 
 /// What a compare set may change in the scenario's collectives.

@@ -10,6 +10,7 @@ use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
 use crate::engine::{Event, FlowId};
 use crate::topology::LinkParams;
+use crate::units::BitsPerSec;
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::FlowDef;
 
@@ -67,19 +68,38 @@ impl Sim {
                     );
                     continue;
                 }
-                // NVLink-like: each channel moves its transfers one at a time at its copy
-                // rate, and the sending GPU's link carries at most its rate in all (its
-                // backlog counted from now, so a channel's wait does not idle the link).
                 let (rate, ch_rate) = (r.cfg.intra_rate, r.channel_rate());
-                let gpu = (a.server * self.gpus_per_server + a.gpu) as usize;
-                let link_end =
-                    now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
-                self.gpu_link_free[gpu] = link_end;
-                // The channel is the run's own (each communicator has its thread blocks).
-                let chan = self.colls[run as usize].channel_free(s.src, s.channel);
-                let start = now.max(*chan);
-                let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
-                *chan = end;
+                let end = if s.nvls != Nvls::No {
+                    // NVLSTree: every channel streams, so each has its share of the GPU's
+                    // link (a fair share, where a first-come booking of the link would let
+                    // scatters issued ahead hold it against the multicasts). A channel's
+                    // scatter warps copy its shards into the NVLS buffer (and their share
+                    // of the rank's own) at their copy rate; the multicast is stored by
+                    // other warps (NCCL's bcast warps), paced by the link share alone.
+                    let r = &mut self.colls[run as usize];
+                    let share = BitsPerSec(rate.0 / r.cfg.channels.max(1) as u64);
+                    if s.nvls == Nvls::Multicast {
+                        now + serialization_delay(s.bytes, share)
+                    } else {
+                        r.nvls_scatter_end(now, s.src, s.xfer, share)
+                    }
+                } else {
+                    // NVLink-like: each channel moves its transfers one at a time at its
+                    // copy rate, and the sending GPU's link carries at most its rate in
+                    // all (its backlog counted from now, so a channel's wait does not
+                    // idle the link).
+                    let gpu = (a.server * self.gpus_per_server + a.gpu) as usize;
+                    let link_end =
+                        now.max(self.gpu_link_free[gpu]) + serialization_delay(s.bytes, rate);
+                    self.gpu_link_free[gpu] = link_end;
+                    // The channel is the run's own (each communicator has its thread
+                    // blocks).
+                    let chan = self.colls[run as usize].channel_free(s.src, s.channel);
+                    let start = now.max(*chan);
+                    let end = link_end.max(start + serialization_delay(s.bytes, ch_rate));
+                    *chan = end;
+                    end
+                };
                 if s.nvls == Nvls::Multicast {
                     multicast_end = Some(end);
                 }

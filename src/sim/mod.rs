@@ -436,6 +436,8 @@ pub struct Sim {
     /// is next free (by global GPU id).
     colls: Vec<crate::collective::CollectiveRun>,
     coll_out: Vec<crate::collective::Send>,
+    /// Scratch: collective transfers done and when (`CollectiveRun::arrived`).
+    coll_done: Vec<(u32, SimTime)>,
     /// Training jobs, which job and group set owns each collective run, and scratch.
     jobs: Vec<training_glue::JobGlue>,
     coll_owner: Vec<Option<(u32, u32)>>,
@@ -612,6 +614,7 @@ impl Sim {
             todo_starts: Vec::new(),
             colls,
             coll_out: Vec::new(),
+            coll_done: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
             gpus_per_server,
             ideal_cache,
@@ -812,9 +815,13 @@ impl Sim {
                     true
                 }
                 Event::CollArrive { run, xfer } => {
-                    let done = self.colls[run as usize].landed(xfer, now);
-                    self.q
-                        .schedule(done, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                    let mut done = std::mem::take(&mut self.coll_done);
+                    self.colls[run as usize].arrived(xfer, now, &mut done);
+                    for (xfer, at) in done.drain(..) {
+                        self.q
+                            .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                    }
+                    self.coll_done = done;
                     true
                 }
                 Event::CollDone { run, xfer } => {

@@ -76,21 +76,54 @@ fn within(what: &str, got: f64, measured: f64, tolerance: f64) {
     );
 }
 
-/// 2 x 8 H100 with NCCL's default choice without NVLink SHARP, 1 MiB to 256 MiB (5 timed
-/// iterations after 1 warm-up): measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 /
-/// 4 / 32 / 128 / 256 MiB, but by NVLSTree (see `nvls_tree_runs_as_nccls_model_of_it_and_
-/// the_cluster_is_slower`), so this compares tree and ring with what NVLSTree did: not
-/// like for like, kept as a regression check of those two algorithms. 128 and 256 MiB
-/// are within 15% (706.7 and 1,337.2 us: -5.6% and +4.2%).
-/// From 1 to 32 MiB doorbell is 19-25% fast (58.5 / 70.5 / 216.6 us), a known gap whose
-/// cause is not found: NCCL's own tuner model is fast too at 1 and 4 MiB (59 and 81 us
-/// for tree LL128) but close at 32 MiB (259 us for ring LL128), where doorbell overlaps
-/// the ring's per-step latency with the network's busy time more than NCCL does.
-/// Asserted: within 15% at 128 MiB and up, and the gap no worse than 35% below, so a
-/// change that moves it is seen.
+/// 2 x 8 H100 with NCCL's default choice, as the cluster ran it (NVLink SHARP there,
+/// `nvls: true` in the scenario; 5 timed iterations after 1 warm-up, nccl-tests' mean):
+/// measured 71.9 / 94.4 / 267.9 / 748.3 / 1,282.8 us at 1 / 4 / 32 / 128 / 256 MiB
+/// (NVIDIA/nccl-tests#309, NCCL 2.26; NVIDIA's engineer there says multi-node runs use
+/// NVLSTree). doorbell picks NVLSTree with Simple at every one of these sizes, as NCCL's
+/// tuner does, and takes 70.0 / 99.2 / 248.8 / 723.8 / 1,283.1 us (-2.6%, +5.0%,
+/// -7.1%, -3.3%, +0.0%). Only NVLSTree's copy rate is calibrated, on another cluster's
+/// sizes of 128 MiB and up (`defaults::NVLS_COPY_RATE`); the rise with size below, set
+/// by NCCL's chunk sizes, its buffer slots and the copies' whole steps, is not fitted.
+/// Asserted: within 10% at each size (the issue asks 15%; doorbell's worst is 7.1%, and
+/// the two clusters measured 1.3% apart at 128 MiB) and the choice at each.
 #[test]
 fn two_servers_follow_the_measured_sizes() {
     let t = table(&[
+        "workload.0.collective.minbytes=1MiB",
+        "workload.0.collective.maxbytes=256MiB",
+    ]);
+    for (size, measured) in [
+        (MIB, 71.9),
+        (4 * MIB, 94.4),
+        (32 * MIB, 267.9),
+        (128 * MIB, 748.3),
+        (256 * MIB, 1282.8),
+    ] {
+        let (time, _) = row(&t, size);
+        within(&format!("{size} B, us"), time, measured, 0.10);
+    }
+    for r in &t {
+        assert_eq!(
+            (r.3.as_str(), r.4.as_str()),
+            ("nvls_tree", "simple"),
+            "{} B",
+            r.0
+        );
+    }
+}
+
+/// The same cluster without NVLink SHARP (`nvls: false`, as NCCL_NVLS_ENABLE=0): NCCL's
+/// choice is tree LL128 at 1 MiB and ring Simple at 256 MiB. No measured table of that
+/// cluster without NVLS exists, so this compares tree and ring with what NVLSTree did:
+/// not like for like, kept as a regression check of those two algorithms (doorbell 58.5
+/// / 70.5 / 216.6 / 706.7 / 1,303.5 us: 19-25% below NVLSTree's times from 1 to 32 MiB,
+/// within 6% at 128 and 256 MiB). Asserted: within 15% at 128 MiB and up and no more
+/// than 35% below, so a change that moves tree or ring shows.
+#[test]
+fn without_nvls_tree_and_ring_run_as_before() {
+    let t = table(&[
+        "workload.0.collective.nvls=false",
         "workload.0.collective.minbytes=1MiB",
         "workload.0.collective.maxbytes=256MiB",
     ]);
@@ -104,7 +137,6 @@ fn two_servers_follow_the_measured_sizes() {
         let (time, _) = row(&t, size);
         within(&format!("{size} B, us"), time, measured, tolerance);
     }
-    // The table says what ran: tree LL128 at 1 MiB, ring Simple at 256 MiB.
     let at = |size| t.iter().find(|r| r.0 == size).unwrap();
     assert_eq!((at(MIB).3.as_str(), at(MIB).4.as_str()), ("tree", "ll128"));
     assert_eq!(
@@ -294,30 +326,37 @@ fn the_channel_copy_rate_bounds_a_servers_busbw() {
     assert!((0.95 * 370.8..=370.8).contains(&fast), "{fast}");
 }
 
-/// With NVLink SHARP there (`nvls: true`, as on the measured cluster: its source thread,
-/// NVIDIA/nccl-tests#309, has NVIDIA's engineer saying multi-node runs use NVLSTree, and
-/// the thread starter's single-server run reached 368.76 GB/s only with NVLS disabled),
-/// NCCL's choice on 2 x 8 is NVLSTree with Simple from 1 MiB to 256 MiB, and the
-/// simulated steady-state iteration (p50) lands on NCCL 2.26's own model of it: 53 us +
-/// bytes / 266.7 GB/s, 56.9 / 68.7 / 178.8 / 556.3 / 1,059.6 us (doorbell 55.7 / 66.1 /
-/// 173.3 / 539.7 / 1,038.4: -2% to -3%). The cluster measured 71.9 / 94.4 / 267.9 /
-/// 748.3 / 1,282.8 us with that choice: NCCL's NVLSTree runs 21-50% slower than NCCL's
-/// model of it, and so 19-35% slower than doorbell (the gap issue 16 reports, now
-/// against the algorithm that ran). Asserted: the choice, the model within 5%, and the
-/// measured gap inside 10-40% so that a change that moves it shows.
+/// A second cluster with NVLSTree forced: 2 x 8 H100 SXM with 8 InfiniBand NICs
+/// (NVIDIA/nccl-tests#294, Crusoe, `NCCL_ALGO=NVLSTree`, NCCL 2.18.3, `all_reduce_perf
+/// -b 128M -e 2048M -f 2 -n 10`): out-of-place 738.7 / 1,278.7 / 2,467.0 / 4,568.9 /
+/// 9,063.6 us at 128 MiB to 2 GiB. doorbell (4 timed iterations after 1 warm-up): 723.8
+/// / 1,283.1 / 2,401.6 / 4,638.5 / 9,112.5 us (-2.0%, +0.3%, -2.7%, +1.5%, +0.5%).
+/// This is the table `defaults::NVLS_COPY_RATE` was calibrated on (its 240 GB/s of
+/// algorithm bandwidth from 128 MiB to 2 GiB), so the large sizes check the calibration
+/// holds and 128 MiB, where the pipeline's fill is 30% of the time, checks the fill.
+/// NCCL 2.26's own model of NVLSTree (53 us + bytes / 266.7 GB/s) is 20% faster than
+/// the cluster at 256 MiB, and doorbell is as slow as the cluster, not as the model.
+/// Asserted: within 5% at each size, and at least 15% slower than the model at 256 MiB.
 #[test]
-fn nvls_tree_runs_as_nccls_model_of_it_and_the_cluster_is_slower() {
-    // 1, 4, 16, 64 and 256 MiB.
+fn nvls_tree_follows_a_second_cluster_with_it_forced() {
     let sc = h100(&[
-        "workload.0.collective.nvls=true",
-        "workload.0.collective.minbytes=1MiB",
-        "workload.0.collective.maxbytes=256MiB",
-        "workload.0.collective.stepfactor=4",
+        "workload.0.collective.algorithm=nvls_tree",
+        "workload.0.collective.minbytes=128MiB",
+        "workload.0.collective.maxbytes=2GiB",
+        "workload.0.collective.iters=4",
+        "workload.0.collective.warmup_iters=1",
     ]);
-    let out = run(&sc);
-    let s = summarize(&sc, &out);
-    let c = &s.collectives[0];
-    assert!(c.complete);
+    let t = table_of(sc);
+    for (size, measured) in [
+        (128 * MIB, 738.7),
+        (256 * MIB, 1278.7),
+        (512 * MIB, 2467.0),
+        (1024 * MIB, 4568.9),
+        (2048 * MIB, 9063.6),
+    ] {
+        let (time, _) = row(&t, size);
+        within(&format!("{size} B, us"), time, measured, 0.05);
+    }
     let model = doorbell::collective::tuner::TunerInput {
         op: doorbell::collective::CollectiveOp::Allreduce,
         ranks: 16,
@@ -326,43 +365,15 @@ fn nvls_tree_runs_as_nccls_model_of_it_and_the_cluster_is_slower() {
         intra_gbps: 370.8,
         net_gbps: 400.0,
     };
-    for (size, measured) in [
-        (MIB, Some(71.9)),
-        (4 * MIB, Some(94.4)),
-        (16 * MIB, None),
-        (64 * MIB, None),
-        (256 * MIB, Some(1282.8)),
-    ] {
-        let r = c.rows.iter().find(|r| r.size == size).expect("size run");
-        assert_eq!(r.wrong, 0);
-        assert_eq!(
-            (r.algorithm, r.protocol),
-            ("nvls_tree", "simple"),
-            "{size} B"
-        );
-        let m = doorbell::collective::tuner::estimate_us(
-            &model,
-            doorbell::collective::CollectiveAlgorithm::NvlsTree,
-            doorbell::collective::Protocol::Simple,
-            size,
-        )
-        .expect("NVLSTree runs here");
-        within(
-            &format!("{size} B against NCCL's model, us"),
-            r.p50_us,
-            m,
-            0.05,
-        );
-        if let Some(measured) = measured {
-            let gap = (measured - r.p50_us) / measured;
-            assert!(
-                (0.10..=0.40).contains(&gap),
-                "{size} B: {:.1} us against {measured} measured ({:.0}% below)",
-                r.p50_us,
-                gap * 100.0
-            );
-        }
-    }
+    let m = doorbell::collective::tuner::estimate_us(
+        &model,
+        doorbell::collective::CollectiveAlgorithm::NvlsTree,
+        doorbell::collective::Protocol::Simple,
+        256 * MIB,
+    )
+    .expect("NVLSTree runs here");
+    let (time, _) = row(&t, 256 * MIB);
+    assert!(time >= 1.15 * m, "{time} us against NCCL's model {m} us");
 }
 
 /// A second measured cluster: 2 servers of 8 H100 on 400G InfiniBand (8 NICs each, as

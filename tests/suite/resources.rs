@@ -295,6 +295,22 @@ workload:
     );
     let f = doorbell::sim::footprint::estimate(&sc);
     assert_eq!(f.transfers, (2 * 8 * 4096 * 16 + 4096) as f64);
+    // Issue 16, item 6: the ring at 256 MiB and 1 GiB with NCCL's protocol and default
+    // chunking is accepted too (it was refused: "would run past a simulated day").
+    for size in ["256MiB", "1GiB"] {
+        let sc = crate::common::scenario(&format!(
+            "topology: {{ leaves: 64, spines: 32, hosts_per_leaf: 64, host_link: {{ rate: 400Gbps, latency: 100ns }} }}
+flow_control: {{ mode: ib_credit }}
+host: {{ gpus_per_host: 8, nics_per_host: 8, wiring: rail, posting: cpu_proxy, memory: gpu }}
+workload:
+  - collective: {{ op: allreduce, algorithm: ring, size: {size}, iters: 1, warmup_iters: 0 }}
+"
+        ));
+        assert!(
+            doorbell::sim::footprint::estimate(&sc).transfers > 0.0,
+            "{size}"
+        );
+    }
 }
 
 /// Issue 17: a 16,384-GPU allreduce of 256 MiB with NCCL's choice (2,048 servers x 8

@@ -92,6 +92,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
     for (path, r) in [
         ("reduce_rate", s.reduce_rate),
         ("channel_copy_rate", s.channel_copy_rate),
+        ("nvls_copy_rate", s.nvls_copy_rate),
         ("intra_host.rate", s.intra_host.and_then(|x| x.rate)),
         (
             "switch_aggregation.rate",
@@ -171,6 +172,7 @@ pub fn resolve_item(i: usize, s: &CollectiveSpec, mtu: u64) -> VResult<Workload>
         split_data_on_qps: s.split_data_on_qps.unwrap_or(false),
         ar_threshold: s.ar_threshold.map_or(cd::AR_THRESHOLD, |b| b.0 .0),
         nvls: s.nvls.unwrap_or(false),
+        nvls_copy_rate: s.nvls_copy_rate.map_or(cd::NVLS_COPY_RATE, |r| r.0),
     })))
 }
 
