@@ -54,7 +54,8 @@ pub enum Nvls {
     /// the bytes once.
     Multicast,
     /// Every further copy of that multicast: the switch replicates it, so it costs the
-    /// sender no link time and lands with the first.
+    /// sender no link time and lands with the first (a multicast's copies are posted
+    /// together, `CollectiveRun::issue_node`).
     Replica,
 }
 

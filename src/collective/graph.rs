@@ -190,6 +190,11 @@ impl GraphRun {
         self.tracked.len() * self.cells_per_chunk as usize
     }
 
+    /// Transfers in one chunk of channel `channel`.
+    pub fn chunk_len(&self, channel: u32) -> u32 {
+        self.channels[channel as usize].len
+    }
+
     /// Transfers of the operation.
     pub fn total(&self) -> u64 {
         self.total

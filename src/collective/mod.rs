@@ -113,8 +113,9 @@ pub mod defaults {
     /// whole result out (`src/device/all_reduce.h`, `RunWorkColl<ncclFuncAllReduce, T,
     /// RedOp, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>`: 6 scatter and 5 gather warps of
     /// 20 in a channel with a parent), far fewer warps than a ring's copy. Calibrated:
-    /// 2 x 8 H100 with NVLSTree forced (nccl-tests #294, NCCL 2.18) moves 240 GB/s of
-    /// algorithm bandwidth from 128 MiB to 2 GiB on 16 channels, 15 GB/s per channel.
+    /// 2 x 8 H100 with NVLSTree forced (nccl-tests #294, NCCL 2.18) on 16 channels adds
+    /// about 240 GB/s of algorithm bandwidth from size to size from 128 MiB to 2 GiB
+    /// (235 and 237 GB/s overall at 1 and 2 GiB), 15 GB/s per channel.
     pub const NVLS_COPY_RATE: BitsPerSec = BitsPerSec(120_000_000_000);
 }
 
@@ -368,6 +369,9 @@ pub struct CollectiveRun {
     /// are free.
     scatter_steps: Vec<Vec<(u32, SimTime)>>,
     gather_wait: Vec<Vec<GatherStep>>,
+    /// NVLSTree, per channel: copies of each pending multicast that are ready, by
+    /// (chunk mod NCCL_STEPS, the multicast's node).
+    mc_ready: Vec<Vec<u32>>,
     gather_free: Vec<SimTime>,
     /// Hierarchical: the ranks by server and each rail's leaf groups, when a leader per
     /// rail applies (`dag::rail_shape`).
@@ -506,6 +510,7 @@ impl CollectiveRun {
             nvls_layout: (Vec::new(), 1),
             scatter_steps: Vec::new(),
             gather_wait: Vec::new(),
+            mc_ready: Vec::new(),
             gather_free: Vec::new(),
             rail_shape,
             nvls_servers,
@@ -638,10 +643,40 @@ impl CollectiveRun {
         let at = self.graph.at(xfer);
         let d = self.graph.node(at);
         let arrival = arrival + self.step_latency(d.src, d.dst);
+        self.gather_piece(d.dst, at, arrival, Some(xfer), out);
+    }
+
+    /// NVLSTree: head `head` multicast transfer `xfer` (a piece of its own shard of a
+    /// chunk), landing at `end`: the multicast writes its own copy of the multicast
+    /// buffer too, which its gather waits for as for the other heads' pieces; what that
+    /// completes goes into `out`.
+    pub fn own_multicast(
+        &mut self,
+        head: u32,
+        xfer: u32,
+        end: SimTime,
+        out: &mut Vec<(u32, SimTime)>,
+    ) {
+        let at = self.graph.at(xfer);
+        let arrival = end + self.step_latency(head, head);
+        self.gather_piece(head, at, arrival, None, out);
+    }
+
+    /// One piece of chunk `at.chunk` is in rank `rank`'s multicast buffer at `arrival`
+    /// (the transfer it completes, if any): once all of a chunk's are (two per shard,
+    /// one per tree, of every head of the server, the rank's own too), the gather copies
+    /// the chunk out and the pieces are done.
+    fn gather_piece(
+        &mut self,
+        rank: u32,
+        at: graph::At,
+        arrival: SimTime,
+        xfer: Option<u32>,
+        out: &mut Vec<(u32, SimTime)>,
+    ) {
         let g = self.nvls_servers.as_ref().map_or(2, |s| s[0].len() as u32);
-        // Pieces into a rank per chunk: two per shard (one per tree) of each other head.
-        let expected = 2 * (g - 1);
-        let k = (d.dst * self.cfg.channels + at.channel) as usize;
+        let expected = 2 * g;
+        let k = (rank * self.cfg.channels + at.channel) as usize;
         if self.gather_wait.len() <= k {
             self.gather_wait.resize(k + 1, Vec::new());
             self.gather_free.resize(k + 1, SimTime::ZERO);
@@ -662,7 +697,7 @@ impl CollectiveRun {
         let w = &mut waits[i];
         w.pieces += 1;
         w.last = w.last.max(arrival);
-        w.xfers.push(xfer);
+        w.xfers.extend(xfer);
         if w.pieces < expected {
             return;
         }
@@ -758,6 +793,7 @@ impl CollectiveRun {
             }
             // NVLSTree's steps are booked per iteration (chunk numbers start again).
             self.scatter_steps.iter_mut().for_each(Vec::clear);
+            self.mc_ready.clear();
             debug_assert!(self.gather_wait.iter().all(Vec::is_empty));
             let cells = self.graph.cells_per_rank();
             // Ranks start with their own data; switches (in-network) with nothing.
@@ -885,8 +921,51 @@ impl CollectiveRun {
         run
     }
 
-    /// Posts graph transfer `i`, carrying what its sender holds now.
+    /// Graph transfer `i` is ready: posts it, except that NVLSTree's multicast of a
+    /// piece goes as one store to every other GPU of the server, so its copies (the
+    /// `Nvls::Multicast` node and the `Nvls::Replica` nodes after it) are posted together
+    /// once every one is ready (each waits for its receiver's buffer slot).
     fn issue_node(&mut self, i: u32, out: &mut Vec<Send>) {
+        let at = self.graph.at(i);
+        let nvls = self.graph.node(at).nvls;
+        if !matches!(nvls, dag::Nvls::Multicast | dag::Nvls::Replica) {
+            self.post_node(i, out);
+            return;
+        }
+        // The group's first node, the multicast (its replicas follow it).
+        let mut first = at;
+        while self.graph.node(first).nvls == dag::Nvls::Replica {
+            first.node -= 1;
+        }
+        let copies = self
+            .nvls_servers
+            .as_ref()
+            .map_or(1, |s| s[0].len() as u32 - 1);
+        let len = self.graph.chunk_len(at.channel);
+        let w = protocol::NCCL_STEPS;
+        let c = at.channel as usize;
+        if self.mc_ready.len() <= c {
+            self.mc_ready.resize(c + 1, Vec::new());
+        }
+        if self.mc_ready[c].is_empty() {
+            self.mc_ready[c] = vec![0; (w * len) as usize];
+        }
+        // At most NCCL_STEPS chunks' multicasts are pending on a channel: each copy of
+        // chunk j + 8 waits for the same copy of chunk j, posted with its group.
+        let k = ((at.chunk % w) * len + first.node) as usize;
+        self.mc_ready[c][k] += 1;
+        if self.mc_ready[c][k] < copies {
+            return;
+        }
+        self.mc_ready[c][k] = 0;
+        let base = i - at.node;
+        for node in first.node..first.node + copies {
+            self.post_node(base + node, out);
+        }
+    }
+
+    /// Posts graph transfer `i`, carrying what its sender holds now.
+    fn post_node(&mut self, i: u32, out: &mut Vec<Send>) {
         let at = self.graph.at(i);
         let d = self.graph.node(at);
         if let Some(cell) = self.graph.cell(at, &d) {
@@ -978,7 +1057,8 @@ impl CollectiveRun {
     /// Transfer `xfer` landed at its receiver at `arrival`: when it is done there. A GPU
     /// reduces one piece at a time; a switch aggregates each incoming stream at port
     /// rate in parallel; every receiver takes each connection's (sender's and channel's)
-    /// pieces in the order they were sent, as NCCL's FIFOs and CollNet streams do.
+    /// pieces in the order they were sent, as NCCL's FIFOs and CollNet streams do
+    /// (NVLSTree's multicast pieces are gathered instead: `arrived`).
     pub fn landed(&mut self, xfer: u32, arrival: SimTime) -> SimTime {
         let (src, dst, channel) = if self.is_graph() {
             let d = &self.graph.node(self.graph.at(xfer));

@@ -304,6 +304,20 @@ fn nvls_tree_keeps_nccl_steps_chunks_in_flight_per_channel() {
     while let Some(s) = queue.pop_front() {
         let at = run.graph.at(s.xfer);
         run.on_done(SimTime(1), s.xfer, &mut out);
+        // A multicast's 7 copies are posted together, the multicast first.
+        for (i, n) in out.iter().enumerate() {
+            if n.nvls == dag::Nvls::Multicast {
+                for (k, r) in out[i + 1..i + 7].iter().enumerate() {
+                    assert_eq!(r.nvls, dag::Nvls::Replica);
+                    assert_eq!((r.src, r.xfer), (n.src, n.xfer + 1 + k as u32));
+                }
+            }
+            if n.nvls == dag::Nvls::Replica {
+                assert!(out[..i]
+                    .iter()
+                    .any(|m| m.nvls == dag::Nvls::Multicast && m.src == n.src));
+            }
+        }
         for n in &out {
             let next = run.graph.at(n.xfer);
             assert!(next.chunk <= at.chunk + 8, "{at:?} released {next:?}");
@@ -323,8 +337,9 @@ fn nvls_tree_keeps_nccl_steps_chunks_in_flight_per_channel() {
 /// every head's slot of a step and then post it): a rank's scatter of a 512 KiB chunk
 /// (8 heads x 64 KiB) at `NVLS_COPY_RATE` (120 Gb/s) ends 34.95 us after it starts for
 /// every shard of it, and the next chunk's 34.95 us later; a rank's 14 multicast pieces
-/// of a chunk (2 per other head) are done together, 12.5 us (NCCL's NVLS latency, half
-/// per phase) after the last came in plus the chunk's 34.95 us gather copy.
+/// of a chunk (2 per other head) are done together once its own 2 are in its buffer
+/// too, 12.5 us (NCCL's NVLS latency, half per phase) after the last came in plus the
+/// chunk's 34.95 us gather copy.
 #[test]
 fn nvls_tree_scatters_and_gathers_a_whole_step_at_a_time() {
     let (mut run, out) = nvls_started(16 << 20);
@@ -357,11 +372,21 @@ fn nvls_tree_scatters_and_gathers_a_whole_step_at_a_time() {
     let mut done = Vec::new();
     for (i, &x) in pieces.iter().enumerate() {
         run.arrived(x, SimTime(10_000_000 + i as u64 * 1_000_000), &mut done);
-        if i + 1 < pieces.len() {
-            assert!(done.is_empty(), "done before every head's pieces came");
-        }
     }
-    let last = SimTime(10_000_000 + 13 * 1_000_000);
+    assert!(done.is_empty(), "done before its own shard is in");
+    // Rank 3's own multicasts of chunk 0 (its shard's two pieces), landing last.
+    let own: Vec<u32> = (0..run.graph.total() as u32)
+        .filter(|&x| {
+            let at = run.graph.at(x);
+            let d = run.graph.node(at);
+            at.chunk == 0 && d.src == 3 && d.nvls == dag::Nvls::Multicast
+        })
+        .collect();
+    assert_eq!(own.len(), 2);
+    run.own_multicast(3, own[0], SimTime(5_000_000), &mut done);
+    assert!(done.is_empty());
+    let last = SimTime(10_000_000 + 14 * 1_000_000);
+    run.own_multicast(3, own[1], last, &mut done);
     let want = last + SimDuration(12_500_000) + copy;
     assert_eq!(done.len(), 14);
     assert!(

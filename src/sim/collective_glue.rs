@@ -48,7 +48,7 @@ impl Sim {
     /// Carries out the transfers in `out` (and empties it).
     pub(super) fn dispatch_sends(&mut self, now: SimTime, run: u32, out: &mut Vec<Send>) {
         // When the last NVLS multicast's first copy lands: its replicas land with it (a
-        // multicast's copies are issued together, right after the first).
+        // multicast's copies are posted together, the first first: `issue_node`).
         let mut multicast_end = None;
         for s in out.drain(..) {
             let r = &self.colls[run as usize];
@@ -79,8 +79,18 @@ impl Sim {
                     let r = &mut self.colls[run as usize];
                     let share = BitsPerSec(rate.0 / r.cfg.channels.max(1) as u64);
                     if s.nvls == Nvls::Multicast {
-                        now + serialization_delay(s.bytes, share)
+                        let end = now + serialization_delay(s.bytes, share);
+                        // The multicast lands in the head's own buffer too.
+                        let mut done = std::mem::take(&mut self.coll_done);
+                        r.own_multicast(s.src, s.xfer, end, &mut done);
+                        for (xfer, at) in done.drain(..) {
+                            self.q
+                                .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                        }
+                        self.coll_done = done;
+                        end
                     } else {
+                        debug_assert_eq!(s.nvls, Nvls::Reduce, "a replica follows its multicast");
                         r.nvls_scatter_end(now, s.src, s.xfer, share)
                     }
                 } else {
