@@ -47,7 +47,9 @@
 //! in-network graphs.
 
 pub mod dag;
+pub mod defaults;
 pub mod graph;
+mod nvls;
 mod placement;
 pub mod protocol;
 mod ring;
@@ -71,63 +73,6 @@ pub const TRACKED_SLOTS: u32 = 64;
 
 /// Bytes per element (nccl-tests' default `float`).
 pub const ELEMENT_BYTES: u64 = 4;
-
-/// Defaults of the collective model, with their sources.
-pub mod defaults {
-    use crate::units::{BitsPerSec, SimDuration};
-    /// NVLink 4 (H100) as NCCL counts it: 18 links x `SM90_NVLINK_BW` 20.6 GB/s =
-    /// 370.8 GB/s per GPU and direction (`src/graph/topo.h`; the line rate is 25 GB/s
-    /// per link, and NVIDIA quotes about 370 GB/s for NCCL's copies, nccl-tests #212).
-    pub const INTRA_HOST_RATE: BitsPerSec = BitsPerSec(2_966_400_000_000);
-    /// Assumption: a reduction reads two buffers and writes one: HBM3's 3.35 TB/s / 3.
-    pub const REDUCE_RATE: BitsPerSec = BitsPerSec(8_000_000_000_000);
-    /// NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8.
-    pub const CHUNK: u64 = 512 * 1024;
-    /// Assumption: in-network aggregation streams in small fragments (a switch cannot
-    /// hold large chunks per stream): 64 KiB.
-    pub const IN_NETWORK_CHUNK: u64 = 64 * 1024;
-    /// Channels without a host model (one NIC per server): NCCL's two rings per NIC.
-    pub const CHANNELS: u32 = 2;
-    /// Assumption: a SHARP-class switch aggregates at its port rate (400 Gb/s, Quantum-2
-    /// NDR) after about 1 us of aggregation-engine latency.
-    pub const SWITCH_REDUCE_RATE: BitsPerSec = BitsPerSec(400_000_000_000);
-    pub const SWITCH_REDUCE_LATENCY: SimDuration = SimDuration(1_000_000);
-    /// The CPU time to enqueue one collective (NCCL's enqueue and the kernel launch,
-    /// without CUDA graphs). Calibrated: nccl-tests on one 8 x H100 server (NCCL 2.26)
-    /// takes about 35 us for an 8-byte allreduce where the GPU's share (NCCL's ring LL
-    /// latency, 6.6 + 14 x 0.6 us) is 15 us; 4 x 8 H100 also take about 35 us.
-    pub const LAUNCH_OVERHEAD: SimDuration = SimDuration(35_000_000);
-    /// nccl-tests' `-n` and `-w` defaults.
-    pub const ITERS: u32 = 20;
-    /// NCCL's queue pairs per connection (`NCCL_IB_QPS_PER_CONNECTION`, `net_ib.cc`) and
-    /// the most it allows (`NCCL_IB_MAX_QPS`).
-    pub const QPS_PER_CONNECTION: u32 = 1;
-    pub const MAX_QPS_PER_CONNECTION: u32 = 128;
-    /// `NCCL_IB_AR_THRESHOLD` (`net_ib.cc`): data above it goes as a separate RDMA
-    /// WRITE that adaptive routing may spread.
-    pub const AR_THRESHOLD: u64 = 8192;
-    pub const WARMUP_ITERS: u32 = 5;
-    /// NVLSTree's copies between the user's buffers and NVLink SHARP's, per channel:
-    /// without registered buffers (nccl-tests' default) each channel's scatter warps copy
-    /// its whole share of the input into the NVLS buffer and its gather warps copy the
-    /// whole result out (`src/device/all_reduce.h`, `RunWorkColl<ncclFuncAllReduce, T,
-    /// RedOp, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE>`: 6 scatter and 5 gather warps of
-    /// 20 in a channel with a parent), far fewer warps than a ring's copy. Calibrated:
-    /// 2 x 8 H100 with NVLSTree forced (nccl-tests #294, NCCL 2.18) on 16 channels adds
-    /// about 240 GB/s of algorithm bandwidth from size to size from 128 MiB to 2 GiB
-    /// (235 and 237 GB/s overall at 1 and 2 GiB), 15 GB/s per channel.
-    pub const NVLS_COPY_RATE: BitsPerSec = BitsPerSec(120_000_000_000);
-}
-
-/// NVLSTree: a rank's gather of one chunk, waiting for every head's multicast pieces.
-#[derive(Clone, Debug)]
-struct GatherStep {
-    chunk: u32,
-    /// Pieces in so far, and when the last came.
-    pieces: u32,
-    last: SimTime,
-    xfers: Vec<u32>,
-}
 
 /// A validated `collective:` workload item.
 #[derive(Clone, Debug, PartialEq)]
@@ -368,7 +313,7 @@ pub struct CollectiveRun {
     /// ends), the gather steps waiting for their multicasts, and when the gather warps
     /// are free.
     scatter_steps: Vec<Vec<(u32, SimTime)>>,
-    gather_wait: Vec<Vec<GatherStep>>,
+    gather_wait: Vec<Vec<nvls::GatherStep>>,
     /// NVLSTree, per channel: copies of each pending multicast that are ready, by
     /// (chunk mod NCCL_STEPS, the multicast's node).
     mc_ready: Vec<Vec<u32>>,
@@ -575,140 +520,6 @@ impl CollectiveRun {
             self.chan_free.resize(k + 1, SimTime::ZERO);
         }
         &mut self.chan_free[k]
-    }
-
-    /// NVLSTree: the bytes of chunk `chunk` of channel `channel`: what a rank's scatter
-    /// warps copy into the NVLS buffers in one step (its own shard as well as the
-    /// others') and its gather warps copy out.
-    fn nvls_chunk_bytes(&self, channel: u32, chunk: u32) -> u64 {
-        let (per_channel, chunk_elems) = &self.nvls_layout;
-        let e = per_channel.get(channel as usize).copied().unwrap_or(0);
-        let left = e.saturating_sub(chunk as u64 * chunk_elems);
-        left.min(*chunk_elems) * ELEMENT_BYTES
-    }
-
-    /// NVLSTree: when rank `src`'s scatter of transfer `xfer`'s chunk into the NVLS
-    /// buffers is done, booking the step if it is the chunk's first transfer. NCCL's
-    /// scatter (`prims.scatter`, `src/device/prims_simple.h`) fills every head's slot of
-    /// a step together and posts them when the whole step is copied, so all of a
-    /// chunk's shards leave at once; `share` is the channel's share of the GPU's link,
-    /// which carries the shards for the other heads.
-    pub fn nvls_scatter_end(
-        &mut self,
-        now: SimTime,
-        src: u32,
-        xfer: u32,
-        share: BitsPerSec,
-    ) -> SimTime {
-        let at = self.graph.at(xfer);
-        let k = (src * self.cfg.channels + at.channel) as usize;
-        if self.scatter_steps.len() <= k {
-            self.scatter_steps.resize(k + 1, Vec::new());
-        }
-        if let Some(&(_, end)) = self.scatter_steps[k].iter().find(|e| e.0 == at.chunk) {
-            return end;
-        }
-        let bytes = self.nvls_chunk_bytes(at.channel, at.chunk);
-        let g = self
-            .nvls_servers
-            .as_ref()
-            .map_or(1, |s| s[0].len() as u64)
-            .max(1);
-        let copy = serialization_delay(bytes, self.cfg.nvls_copy_rate)
-            .max(serialization_delay(bytes * (g - 1) / g, share));
-        let chan = self.channel_free(src, at.channel);
-        let end = now.max(*chan) + copy;
-        *chan = end;
-        let steps = &mut self.scatter_steps[k];
-        // Only chunks still in flight can be asked for again (NCCL_STEPS of them).
-        steps.retain(|e| e.0 + protocol::NCCL_STEPS >= at.chunk);
-        steps.push((at.chunk, end));
-        end
-    }
-
-    /// Transfer `xfer` landed at `arrival`: what is done, and when, goes into `out`.
-    /// Each transfer is done on its own (`landed`) except NVLSTree's multicast pieces:
-    /// a rank's gather warps copy a chunk out of the multicast buffer in one step once
-    /// every head's pieces of it are in (`prims.gather` waits for all its peers), so
-    /// they are done together when that copy ends.
-    pub fn arrived(&mut self, xfer: u32, arrival: SimTime, out: &mut Vec<(u32, SimTime)>) {
-        let gathered = self.is_graph() && {
-            let nvls = self.graph.node(self.graph.at(xfer)).nvls;
-            matches!(nvls, dag::Nvls::Multicast | dag::Nvls::Replica)
-        };
-        if !gathered {
-            out.push((xfer, self.landed(xfer, arrival)));
-            return;
-        }
-        let at = self.graph.at(xfer);
-        let d = self.graph.node(at);
-        let arrival = arrival + self.step_latency(d.src, d.dst);
-        self.gather_piece(d.dst, at, arrival, Some(xfer), out);
-    }
-
-    /// NVLSTree: head `head` multicast transfer `xfer` (a piece of its own shard of a
-    /// chunk), landing at `end`: the multicast writes its own copy of the multicast
-    /// buffer too, which its gather waits for as for the other heads' pieces; what that
-    /// completes goes into `out`.
-    pub fn own_multicast(
-        &mut self,
-        head: u32,
-        xfer: u32,
-        end: SimTime,
-        out: &mut Vec<(u32, SimTime)>,
-    ) {
-        let at = self.graph.at(xfer);
-        let arrival = end + self.step_latency(head, head);
-        self.gather_piece(head, at, arrival, None, out);
-    }
-
-    /// One piece of chunk `at.chunk` is in rank `rank`'s multicast buffer at `arrival`
-    /// (the transfer it completes, if any): once all of a chunk's are (two per shard,
-    /// one per tree, of every head of the server, the rank's own too), the gather copies
-    /// the chunk out and the pieces are done.
-    fn gather_piece(
-        &mut self,
-        rank: u32,
-        at: graph::At,
-        arrival: SimTime,
-        xfer: Option<u32>,
-        out: &mut Vec<(u32, SimTime)>,
-    ) {
-        let g = self.nvls_servers.as_ref().map_or(2, |s| s[0].len() as u32);
-        let expected = 2 * g;
-        let k = (rank * self.cfg.channels + at.channel) as usize;
-        if self.gather_wait.len() <= k {
-            self.gather_wait.resize(k + 1, Vec::new());
-            self.gather_free.resize(k + 1, SimTime::ZERO);
-        }
-        let waits = &mut self.gather_wait[k];
-        let i = match waits.iter().position(|w| w.chunk == at.chunk) {
-            Some(i) => i,
-            None => {
-                waits.push(GatherStep {
-                    chunk: at.chunk,
-                    pieces: 0,
-                    last: SimTime::ZERO,
-                    xfers: Vec::new(),
-                });
-                waits.len() - 1
-            }
-        };
-        let w = &mut waits[i];
-        w.pieces += 1;
-        w.last = w.last.max(arrival);
-        w.xfers.extend(xfer);
-        if w.pieces < expected {
-            return;
-        }
-        let GatherStep { last, xfers, .. } = waits.swap_remove(i);
-        let copy = serialization_delay(
-            self.nvls_chunk_bytes(at.channel, at.chunk),
-            self.cfg.nvls_copy_rate,
-        );
-        let done = last.max(self.gather_free[k]) + copy;
-        self.gather_free[k] = done;
-        out.extend(xfers.into_iter().map(|x| (x, done)));
     }
 
     /// The time the run wants to be woken at (`on_wake`), once.
@@ -921,49 +732,16 @@ impl CollectiveRun {
         run
     }
 
-    /// Graph transfer `i` is ready: posts it, except that NVLSTree's multicast of a
-    /// piece goes as one store to every other GPU of the server, so its copies (the
-    /// `Nvls::Multicast` node and the `Nvls::Replica` nodes after it) are posted together
-    /// once every one is ready (each waits for its receiver's buffer slot).
+    /// Graph transfer `i` is ready: posts it (NVLSTree's multicast copies go together,
+    /// `issue_multicast_copy`).
     fn issue_node(&mut self, i: u32, out: &mut Vec<Send>) {
-        let at = self.graph.at(i);
-        let nvls = self.graph.node(at).nvls;
-        if !matches!(nvls, dag::Nvls::Multicast | dag::Nvls::Replica) {
+        let nvls = self.graph.node(self.graph.at(i)).nvls;
+        if matches!(nvls, dag::Nvls::Multicast | dag::Nvls::Replica) {
+            self.issue_multicast_copy(i, out);
+        } else {
             self.post_node(i, out);
-            return;
-        }
-        // The group's first node, the multicast (its replicas follow it).
-        let mut first = at;
-        while self.graph.node(first).nvls == dag::Nvls::Replica {
-            first.node -= 1;
-        }
-        let copies = self
-            .nvls_servers
-            .as_ref()
-            .map_or(1, |s| s[0].len() as u32 - 1);
-        let len = self.graph.chunk_len(at.channel);
-        let w = protocol::NCCL_STEPS;
-        let c = at.channel as usize;
-        if self.mc_ready.len() <= c {
-            self.mc_ready.resize(c + 1, Vec::new());
-        }
-        if self.mc_ready[c].is_empty() {
-            self.mc_ready[c] = vec![0; (w * len) as usize];
-        }
-        // At most NCCL_STEPS chunks' multicasts are pending on a channel: each copy of
-        // chunk j + 8 waits for the same copy of chunk j, posted with its group.
-        let k = ((at.chunk % w) * len + first.node) as usize;
-        self.mc_ready[c][k] += 1;
-        if self.mc_ready[c][k] < copies {
-            return;
-        }
-        self.mc_ready[c][k] = 0;
-        let base = i - at.node;
-        for node in first.node..first.node + copies {
-            self.post_node(base + node, out);
         }
     }
-
     /// Posts graph transfer `i`, carrying what its sender holds now.
     fn post_node(&mut self, i: u32, out: &mut Vec<Send>) {
         let at = self.graph.at(i);
