@@ -39,9 +39,7 @@
 //! Tree, hierarchical, NVLSTree and in-network allreduce run as dependency graphs
 //! (`dag`), one chunk's graph per channel run once per chunk (`graph`; in-network one
 //! graph per operation); each channel's groups are rotated so that channels lead through
-//! other GPUs and NICs. NVLSTree keeps `NCCL_STEPS` chunks of a channel in flight (its
-//! NVLS buffer's slots, `src/transport/nvls.cc`), and its scatter and gather copy a
-//! whole chunk per step at `nvls_copy_rate` (`nvls_scatter_end`, `arrived`). Leaves out:
+//! other GPUs and NICs; NVLSTree's buffer slots and whole-step copies are in `nvls`. Leaves out:
 //! NVLS on one server and CollNet as NCCL runs them, NCCL's per-size reduction of
 //! channels and threads, and slot flow control inside the tree, hierarchical and
 //! in-network graphs.
