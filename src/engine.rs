@@ -54,7 +54,9 @@ pub enum Event {
     PfcRefresh { port: PortId },
     /// A pause on `port` expires: it may send again.
     PortWake { port: PortId },
-    /// `blocks` 64-byte credits come back to the sending side of `port`.
+    /// `blocks` 64-byte credits come back to the sending side of `port` (a host's);
+    /// with `blocks: 0`, a switch port waiting for credit looks at those it keeps on
+    /// their way back (`EgressPort::credits_returning`).
     Credit { port: PortId, blocks: u32 },
     /// Take a time-series sample.
     Sample,
@@ -152,6 +154,8 @@ pub struct EventQueue {
     counters: Vec<u64>,
     now: SimTime,
     popped: u64,
+    /// The key of the event popped last (the one being handled).
+    current: u128,
 }
 
 #[inline(always)]
@@ -191,6 +195,7 @@ impl EventQueue {
             counters: vec![0; sources],
             now: SimTime::ZERO,
             popped: 0,
+            current: 0,
         }
     }
 
@@ -218,16 +223,41 @@ impl EventQueue {
     /// is a bug, caught in every build.
     #[inline(always)]
     pub fn schedule(&mut self, at: SimTime, source: Source, event: Event) {
+        let key = self.reserve(at, source);
+        self.schedule_reserved(key, event);
+    }
+
+    /// The place in the order (the key) of the event being handled: every event with a
+    /// smaller key has been handled, none with a larger one.
+    #[inline]
+    pub fn current_key(&self) -> u128 {
+        self.current
+    }
+
+    /// The key an event `source` schedules at `at` would have, numbered now as
+    /// `schedule` numbers it, without scheduling anything: for something a component
+    /// keeps itself (a credit on its way back) and may schedule later under this key
+    /// (`schedule_reserved`), or never, so that the order of every other event is the
+    /// same either way.
+    #[inline(always)]
+    pub fn reserve(&mut self, at: SimTime, source: Source) -> u128 {
+        assert!(at >= self.now, "reserved {at} before now {}", self.now);
+        let counter = &mut self.counters[source as usize];
+        let seq = *counter;
+        *counter += 1;
+        assert!(seq < 1 << COUNTER_BITS, "source {source}: 2^40 events");
+        ((at.0 as u128) << 64) | ((source as u128) << COUNTER_BITS) | seq as u128
+    }
+
+    /// Schedules `event` under a key `reserve` gave (its time, source and number).
+    #[inline(always)]
+    pub fn schedule_reserved(&mut self, key: u128, event: Event) {
+        let at = SimTime((key >> 64) as u64);
         assert!(
             at >= self.now,
             "scheduled {event:?} at {at} before now {}",
             self.now
         );
-        let counter = &mut self.counters[source as usize];
-        let seq = *counter;
-        *counter += 1;
-        assert!(seq < 1 << COUNTER_BITS, "source {source}: 2^40 events");
-        let key = ((at.0 as u128) << 64) | ((source as u128) << COUNTER_BITS) | seq as u128;
         let e = Entry { key, event };
         self.len += 1;
         // `base` is never later than `now` when a component schedules (it moves only
@@ -290,6 +320,7 @@ impl EventQueue {
         let t = SimTime(time_of(&e));
         debug_assert!(t >= self.now);
         self.now = t;
+        self.current = e.key;
         self.len -= 1;
         self.popped += 1;
         Some((t, e.event))
@@ -333,6 +364,41 @@ impl EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reserved_key_orders_its_event_as_scheduling_it_then_would_have() {
+        // The same four events, the second scheduled at once in one queue and under a
+        // key reserved at that moment (scheduled after the others) in the other.
+        let ev = |port| Event::TxDone { port };
+        let mut a = EventQueue::new(2);
+        a.schedule(SimTime(10), 1, ev(1));
+        a.schedule(SimTime(10), 1, ev(2));
+        a.schedule(SimTime(10), 0, ev(3));
+        a.schedule(SimTime(10), 1, ev(4));
+        let mut b = EventQueue::new(2);
+        b.schedule(SimTime(10), 1, ev(1));
+        let key = b.reserve(SimTime(10), 1);
+        b.schedule(SimTime(10), 0, ev(3));
+        b.schedule(SimTime(10), 1, ev(4));
+        b.schedule_reserved(key, ev(2));
+        let order = |q: &mut EventQueue| {
+            std::iter::from_fn(|| q.pop().map(|(t, e)| (t, e, q.current_key()))).collect::<Vec<_>>()
+        };
+        let (oa, ob) = (order(&mut a), order(&mut b));
+        assert_eq!(oa, ob);
+        assert_eq!(
+            oa.iter().map(|x| x.1).collect::<Vec<_>>(),
+            [ev(3), ev(1), ev(2), ev(4)]
+        );
+        // A reserved key never scheduled leaves the others' order as it was.
+        let mut c = EventQueue::new(2);
+        c.schedule(SimTime(10), 1, ev(1));
+        let _ = c.reserve(SimTime(10), 1);
+        c.schedule(SimTime(10), 0, ev(3));
+        c.schedule(SimTime(10), 1, ev(4));
+        let oc: Vec<_> = order(&mut c).into_iter().map(|x| x.1).collect();
+        assert_eq!(oc, [ev(3), ev(1), ev(4)]);
+    }
 
     #[test]
     fn orders_by_time_then_insertion() {

@@ -11,6 +11,12 @@
 //!   (refreshed by the receiver while it stays above Xon); a RESUME ends it.
 //! - InfiniBand credits (IBTA vol. 1 7.9.4): a data packet starts only with enough 64-byte
 //!   credits for its whole size; the time spent waiting with data in hand is a stall.
+//!   A switch port keeps the credits on their way back to it (`credits_returning`, each
+//!   under the key its event would have had in the engine's order) and lands those due
+//!   before it reads its count (`land_credits`); only a port waiting for credit asks for
+//!   an event, at the first return (`credit_wake_due`). The count it reads is the one a
+//!   credit event per return would have given, so every result is the same, with one
+//!   event per data packet and hop fewer.
 //! - ECN (DCQCN §3, RED): a packet leaving a switch queue is marked with probability
 //!   `Red::probability(bytes queued behind it)`, at dequeue as HPCC's simulator does:
 //!   the receiver learns of the queue the packet leaves behind, one queueing delay
@@ -144,6 +150,11 @@ pub struct EgressPort {
     credit_limit: u64,
     stall_since: Option<SimTime>,
     stall_ps: u64,
+    /// IB credits on their way back, in the order they land: the engine key each lands
+    /// under and its blocks.
+    returning: VecDeque<(u128, u32)>,
+    /// An event is scheduled for the first of `returning`.
+    credit_wake: bool,
     /// Bytes queued, including the packet being serialized.
     pub queued_bytes: u64,
     // ---- statistics ----
@@ -195,6 +206,8 @@ impl EgressPort {
             credit_limit: 0,
             stall_since: None,
             stall_ps: 0,
+            returning: VecDeque::new(),
+            credit_wake: false,
             queued_bytes: 0,
             tx_bytes: 0,
             tx_packets: 0,
@@ -356,6 +369,41 @@ impl EgressPort {
         if let Some(c) = &mut self.credits {
             *c += blocks;
         }
+    }
+
+    /// IB: `blocks` credits will land under engine key `key` (later than any before).
+    /// Returns the key to schedule a wake-up under, if the port waits for credit.
+    #[inline]
+    pub fn credits_returning(&mut self, key: u128, blocks: u32) -> Option<u128> {
+        debug_assert!(self.returning.back().map_or(true, |&(k, _)| k < key));
+        self.returning.push_back((key, blocks));
+        self.credit_wake_due()
+    }
+
+    /// IB: lands every credit on its way back whose key is `upto` or earlier (every
+    /// event before the one being handled, and that one).
+    #[inline]
+    pub fn land_credits(&mut self, upto: u128) {
+        while let Some(&(key, blocks)) = self.returning.front() {
+            if key > upto {
+                break;
+            }
+            self.returning.pop_front();
+            self.credit_wake = false;
+            self.handle_credits(blocks as u64);
+        }
+    }
+
+    /// IB: the key of the first credit on its way back, once, if the port waits for
+    /// credit (its data head found too little) and no wake-up is scheduled for it.
+    #[inline]
+    pub fn credit_wake_due(&mut self) -> Option<u128> {
+        if self.stall_since.is_none() || self.credit_wake {
+            return None;
+        }
+        let &(key, _) = self.returning.front()?;
+        self.credit_wake = true;
+        Some(key)
     }
 
     /// PFC: a PAUSE (hold the data class for one hold time from now) or a RESUME takes
@@ -731,6 +779,39 @@ mod tests {
         p.handle_tx_done();
         p.enqueue(q(3, 64, 0, true));
         assert_eq!(p.poll_transmit(SimTime(500)).unwrap().pkt, 3);
+    }
+
+    #[test]
+    fn credits_on_their_way_back_land_in_order_and_wake_a_waiting_port_once() {
+        let mut p = switch_port().with_credits(20);
+        // Not waiting: a return asks for no event.
+        assert_eq!(p.credits_returning(10, 4), None);
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 1000, 0, false));
+        assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 1);
+        p.handle_tx_done();
+        // 4 blocks left and 4 on their way (key 10): too few, so the port waits for the
+        // first return, and asks once.
+        assert_eq!(p.credits_returning(20, 8), None, "not waiting yet");
+        assert_eq!(p.poll_transmit(SimTime(100)), Err(None));
+        assert_eq!(p.credit_wake_due(), Some(10));
+        assert_eq!(p.credit_wake_due(), None, "one wake-up at a time");
+        // Up to key 9 nothing lands; key 10 lands the first (8 blocks: still short).
+        p.land_credits(9);
+        assert_eq!(p.downstream_bytes(), (20 - 4) * 64);
+        p.land_credits(10);
+        assert_eq!(p.downstream_bytes(), (20 - 8) * 64);
+        assert_eq!(p.poll_transmit(SimTime(200)), Err(None));
+        assert_eq!(p.credit_wake_due(), Some(20), "then the next return");
+        p.land_credits(25);
+        assert_eq!(p.poll_transmit(SimTime(300)).unwrap().pkt, 2);
+        assert_eq!(p.stalled_time(SimTime(1000)), 200);
+        // Nothing left on its way: a waiting port asks when the next return is made.
+        p.handle_tx_done();
+        p.enqueue(q(3, 1000, 0, false));
+        assert_eq!(p.poll_transmit(SimTime(400)), Err(None));
+        assert_eq!(p.credit_wake_due(), None);
+        assert_eq!(p.credits_returning(30, 16), Some(30));
     }
 
     #[test]

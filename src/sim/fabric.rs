@@ -57,6 +57,18 @@ impl Sim {
         match u {
             Upstream::Pfc { at, pause } => self.q.schedule(at, src, Event::Pfc { port, pause }),
             Upstream::Refresh { at } => self.q.schedule(at, src, Event::PfcRefresh { port }),
+            // A switch port keeps the credits coming back to it and asks for an event
+            // only while it waits for them (`EgressPort::credits_returning`); a host's
+            // port (its NIC's scheduler) hears each.
+            Upstream::Credit { at, blocks }
+                if at > self.q.now() && self.ports[port as usize].switch.is_some() =>
+            {
+                let key = self.q.reserve(at, src);
+                if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
+                    self.q
+                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                }
+            }
             Upstream::Credit { at, blocks } => {
                 self.q.schedule(at, src, Event::Credit { port, blocks })
             }
@@ -166,12 +178,19 @@ impl Sim {
 
     /// An idle switch port starts its next packet, if it can.
     pub(super) fn try_start(&mut self, now: SimTime, port: PortId) {
-        match self.ports[port as usize].poll_transmit(now) {
+        let p = &mut self.ports[port as usize];
+        p.land_credits(self.q.current_key());
+        match p.poll_transmit(now) {
             Ok(tx) => self.launch(port, tx),
             Err(Some(wake)) => self
                 .q
                 .schedule(wake, self.src.port(port), Event::PortWake { port }),
-            Err(None) => {}
+            Err(None) => {
+                if let Some(key) = p.credit_wake_due() {
+                    self.q
+                        .schedule_reserved(key, Event::Credit { port, blocks: 0 });
+                }
+            }
         }
     }
 
@@ -235,6 +254,11 @@ impl Sim {
                 self.routing.choose(now, key, Candidates { n, load })
             }
             LoadSignal::QueueAndCredits => {
+                let upto = self.q.current_key();
+                for &c in cands {
+                    self.ports[c as usize].land_credits(upto);
+                }
+                let ports = &self.ports;
                 // What waits here and what the next switch still holds from this port;
                 // a port held by PFC or short of IB credits counts as full.
                 let load = |i: u32| {

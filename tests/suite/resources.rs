@@ -160,7 +160,7 @@ workload:
 /// hosts of a leaf, 4096 B MTU: 245 data packets and 245 ACKs, each crossing 2 links
 /// with 2 events per link (transmission done, arrival): 1,960 events estimated; the run
 /// takes 1,962 (the flow's start and its timer besides). On the shipped scenarios the
-/// estimate is within a factor of about 3 of the events `summary.json` reports (0.6x for
+/// estimate is within a factor of about 3 of the events `summary.json` reports (0.7x for
 /// quickstart, which its duration cuts; 0.75x websearch-load; 2.4x allreduce-ring).
 /// Asserted: 0.5-2x on the simple case, and the line `validate` prints.
 #[test]
