@@ -12,7 +12,10 @@
 //!   400 Gb/s, a 1 MB permutation;
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
 //! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 25 CPU-minutes):
-//!   `benches/scenarios/allreduce-4096.yaml`.
+//!   `benches/scenarios/allreduce-4096.yaml`;
+//! - `allreduce-16384` (only with `DOORBELL_BENCH_LARGE=1`: about 8 minutes, 1.8 GiB):
+//!   `benches/scenarios/allreduce-16384.yaml`, 16,384 GPUs, a 16 MiB allreduce as
+//!   NCCL's tuner chooses.
 //!
 //! Peak memory is the process's high-water mark, reset before each case through
 //! `/proc/self/clear_refs` (Linux); the allocator keeps some of what earlier cases
@@ -61,13 +64,18 @@ fn main() {
             "benches/scenarios/allreduce-4096.yaml",
             vec![],
         ),
+        (
+            "allreduce-16384",
+            "benches/scenarios/allreduce-16384.yaml",
+            vec![],
+        ),
     ];
     for (name, file, set) in cases {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
-        if name == "allreduce-4096" && !large {
-            println!("{name}: skipped (DOORBELL_BENCH_LARGE=1 runs it: about 25 CPU-minutes)");
+        if name.starts_with("allreduce-") && name != "allreduce-1024" && !large {
+            println!("{name}: skipped (DOORBELL_BENCH_LARGE=1 runs it: 8-25 minutes)");
             continue;
         }
         let sc = load(&root.join(file), &Overrides { seed: None, set }).expect("bench scenario");

@@ -327,7 +327,13 @@ pub fn ideal_fct_on_lanes(
                 capacity_bound.max(first + serialization_delay(total_wire, summed).0 + rest);
         } else {
             // One link: the switch queues packets as they come in.
-            order.sort_by_key(|&i| (queued[i], i));
+            // (Packets mostly come in the order they left the previous hop.)
+            if order
+                .windows(2)
+                .any(|w| (queued[w[0]], w[0]) > (queued[w[1]], w[1]))
+            {
+                order.sort_by_key(|&i| (queued[i], i));
+            }
             let mut free = 0u64;
             for &i in &order {
                 start[i] = ready[i].max(free);

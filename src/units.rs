@@ -192,12 +192,18 @@ impl fmt::Display for BitsPerSec {
     }
 }
 
-/// Time to put `bytes` on a wire of `rate`: ceil(bits x 10^12 / rate) picoseconds,
-/// computed in u128 so that it never rounds until the one final ceiling
+/// Time to put `bytes` on a wire of `rate`: ceil(bits x 10^12 / rate) picoseconds, in
+/// exact integers (u128 when the product overflows 64 bits) so that it never rounds
+/// until the one final ceiling
 /// (design reference, "Units and time").
 #[inline]
 pub fn serialization_delay(bytes: u64, rate: BitsPerSec) -> SimDuration {
     debug_assert!(rate.0 > 0, "zero rate");
+    // The same ceiling in 64 bits when the product fits (a packet, any message below
+    // 2.3 MB): a u128 division is a library call, about 2% of a run's instructions.
+    if let Some(num) = bytes.checked_mul(8 * PS_PER_SEC) {
+        return SimDuration(num.div_ceil(rate.0));
+    }
     let num = bytes as u128 * 8 * PS_PER_SEC as u128;
     let r = rate.0 as u128;
     SimDuration(num.div_ceil(r) as u64)

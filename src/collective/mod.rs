@@ -221,11 +221,19 @@ struct Xfer {
     sum: u64,
 }
 
-/// Per rank and channel: how far its program has got.
+/// Per rank and channel: how far its program has got, with what a send or a receive
+/// reads beside it (its send and receive counts, ring position and successor), so that
+/// one rank and channel's step touches one cache line, not one per array (issue 17).
 #[derive(Clone, Copy, Debug, Default)]
 struct Progress {
     next_send: u32,
     recv_done: u32,
+    /// `layout.sends` and `layout.recvs` of this rank and channel.
+    sends: u32,
+    recvs: u32,
+    /// Its position on the channel's ring and the rank after it.
+    pos: u32,
+    next: u32,
 }
 
 /// In-network: ranks by host, each rank's leaf, and the fabric's leaves and spines.
@@ -279,6 +287,9 @@ pub struct CollectiveRun {
     iteration: u32,
     iter_start: SimTime,
     progress: Vec<Progress>,
+    /// Per rank: its channels with sends or receives left (0: the rank is finished),
+    /// kept as `progress` moves so no event scans a rank's channels.
+    channels_left: Vec<u32>,
     /// Per rank: (count, sum) per buffer slot.
     buf: Vec<Vec<(u32, u64)>>,
     xfers: Vec<Xfer>,
@@ -300,7 +311,10 @@ pub struct CollectiveRun {
     /// Per receiving endpoint: when its reduction engine is free; per (endpoint,
     /// channel): each sender's last transfer and when it was done (a connection).
     reducer_free: Vec<SimTime>,
-    in_order: Vec<Vec<(u32, SimTime)>>,
+    /// The first sender's entry inline (`u32::MAX`: none yet), any others after it in
+    /// `in_order_more` (a ring's receiver has one sender per channel: one cache line).
+    in_order: Vec<(u32, SimTime)>,
+    in_order_more: Vec<Vec<(u32, SimTime)>>,
     /// Distinct servers the ranks are on.
     nodes: u32,
     /// Per rank and channel: when its last NVLink transfer is moved (`channel_free`).
@@ -419,6 +433,7 @@ impl CollectiveRun {
             iteration: 0,
             iter_start: SimTime::ZERO,
             progress: Vec::new(),
+            channels_left: Vec::new(),
             buf: Vec::new(),
             xfers: Vec::new(),
             free_xfers: Vec::new(),
@@ -443,6 +458,7 @@ impl CollectiveRun {
             ready: Vec::new(),
             reducer_free: Vec::new(),
             in_order: Vec::new(),
+            in_order_more: Vec::new(),
             nodes: {
                 let mut s: Vec<u32> = ranks_servers.clone();
                 s.dedup();
@@ -625,7 +641,27 @@ impl CollectiveRun {
         let n = self.n as usize;
         let ch = self.cfg.channels as usize;
         let (tracked, stride) = (self.layout.tracked as usize, self.layout.stride);
-        self.progress = vec![Progress::default(); n * ch];
+        self.progress = (0..n * ch)
+            .map(|i| {
+                let (p, c) = (i / ch, i % ch);
+                let pos = self.positions[c][p];
+                Progress {
+                    next_send: 0,
+                    recv_done: 0,
+                    sends: self.layout.sends[i],
+                    recvs: self.layout.recvs[i],
+                    pos,
+                    next: self.rings[c][(pos as usize + 1) % n],
+                }
+            })
+            .collect();
+        self.channels_left = (0..self.n)
+            .map(|p| {
+                (0..self.cfg.channels)
+                    .filter(|&c| !self.channel_finished((p * self.cfg.channels + c) as usize))
+                    .count() as u32
+            })
+            .collect();
         self.buf = (0..n as u32)
             .map(|p| {
                 let mut v = vec![(0u32, 0u64); ch * tracked];
@@ -863,9 +899,19 @@ impl CollectiveRun {
         }
         let k = e * self.cfg.channels as usize + channel as usize;
         if self.in_order.len() <= k {
-            self.in_order.resize(k + 1, Vec::new());
+            self.in_order.resize(k + 1, (u32::MAX, SimTime::ZERO));
         }
-        let conns = &mut self.in_order[k];
+        let first = &mut self.in_order[k];
+        if first.0 == src || first.0 == u32::MAX {
+            first.0 = src;
+            done = done.max(first.1);
+            first.1 = done;
+            return done;
+        }
+        if self.in_order_more.len() <= k {
+            self.in_order_more.resize(k + 1, Vec::new());
+        }
+        let conns = &mut self.in_order_more[k];
         match conns.iter_mut().find(|c| c.0 == src) {
             Some(c) => {
                 done = done.max(c.1);
@@ -874,6 +920,14 @@ impl CollectiveRun {
             None => conns.push((src, done)),
         }
         done
+    }
+
+    /// Starts loading transfer `xfer`'s record (see `engine::prefetch`).
+    #[inline(always)]
+    pub fn prefetch_transfer(&self, xfer: u32) {
+        if let Some(x) = self.xfers.get(xfer as usize) {
+            crate::engine::prefetch(x);
+        }
     }
 
     /// Endpoints at or above this id are switches (`n + switch`).
@@ -898,10 +952,11 @@ impl CollectiveRun {
                 *cell = (x.count, x.sum);
             }
         }
-        let was_finished = self.rank_finished(x.dst);
-        self.progress[(x.dst * self.cfg.channels + x.channel) as usize].recv_done += 1;
-        if !was_finished && self.rank_finished(x.dst) {
-            self.ranks_done += 1;
+        let i = (x.dst * self.cfg.channels + x.channel) as usize;
+        self.progress[i].recv_done += 1;
+        let g = self.progress[i];
+        if g.recv_done == g.recvs && g.next_send >= g.sends {
+            self.channel_done(x.dst);
         }
         self.issue(x.dst, x.channel, out);
         // A buffer slot came free at the receiver: its sender may go on.

@@ -119,23 +119,29 @@ impl CollectiveRun {
     }
 
     pub(super) fn rank_finished(&self, p: u32) -> bool {
-        (0..self.cfg.channels).all(|c| {
-            let i = (p * self.cfg.channels + c) as usize;
-            let g = &self.progress[i];
-            g.next_send >= self.layout.sends[i] && g.recv_done >= self.layout.recvs[i]
-        })
+        self.channels_left[p as usize] == 0
+    }
+
+    /// Whether rank and channel `i` (`p * channels + c`) has nothing left to send or
+    /// receive.
+    pub(super) fn channel_finished(&self, i: usize) -> bool {
+        let g = &self.progress[i];
+        g.next_send >= g.sends && g.recv_done >= g.recvs
+    }
+
+    /// One of rank `p`'s channels just finished: the rank is, with its last.
+    pub(super) fn channel_done(&mut self, p: u32) {
+        let left = &mut self.channels_left[p as usize];
+        *left -= 1;
+        if *left == 0 {
+            self.ranks_done += 1;
+        }
     }
 
     /// Ring position of rank `p` on channel `c`, counted from the root's.
     pub(super) fn rel_to_root(&self, p: u32, c: u32) -> u32 {
         let pos = &self.positions[c as usize];
         (pos[p as usize] + self.n - pos[self.cfg.root as usize]) % self.n
-    }
-
-    /// The rank after rank `p` on channel `c`'s ring.
-    pub(super) fn next_in_ring(&self, p: u32, c: u32) -> u32 {
-        let q = self.positions[c as usize][p as usize];
-        self.rings[c as usize][((q + 1) % self.n) as usize]
     }
 
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
@@ -145,14 +151,14 @@ impl CollectiveRun {
         loop {
             let g = self.progress[idx];
             let k = g.next_send;
-            if k >= self.layout.sends[idx] {
+            if k >= g.sends {
                 return;
             }
             // What to send, to whom, and whether it waits for a receive.
             let (dst, slot, reduce, ready) = match self.cfg.op {
                 CollectiveOp::Broadcast => {
                     let q = self.rel_to_root(p, c);
-                    (self.next_in_ring(p, c), k, false, q == 0 || g.recv_done > k)
+                    (g.next, k, false, q == 0 || g.recv_done > k)
                 }
                 CollectiveOp::Alltoall => {
                     let dst = (p + 1 + k) % n;
@@ -166,15 +172,14 @@ impl CollectiveRun {
                     let slices = self.layout.slicing.slices;
                     let (step, j) = (k / slices, k % slices);
                     let (l, s) = (step / spl, step % spl);
-                    let q = self.positions[c as usize][p as usize];
-                    let piece = (q + n - s % n) % n;
+                    let piece = (g.pos + n - s % n) % n;
                     let reduce = match self.cfg.op {
                         CollectiveOp::Allreduce => s < n - 1,
                         CollectiveOp::ReduceScatter => true,
                         _ => false,
                     };
                     (
-                        self.next_in_ring(p, c),
+                        g.next,
                         (l * n + piece) * slices + j,
                         reduce,
                         s == 0 || g.recv_done + slices > k,
@@ -234,6 +239,7 @@ impl CollectiveRun {
                 }
             };
             self.progress[idx].next_send += 1;
+            let finished = self.channel_finished(idx);
             out.push(Send {
                 xfer: id,
                 src: p,
@@ -242,8 +248,8 @@ impl CollectiveRun {
                 bytes: self.proto.wire_bytes(x.bytes),
                 nvls: super::dag::Nvls::No,
             });
-            if self.rank_finished(p) {
-                self.ranks_done += 1;
+            if finished {
+                self.channel_done(p);
             }
         }
     }

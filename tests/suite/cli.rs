@@ -36,18 +36,30 @@ fn run_ok(args: &[&str]) -> Output {
 
 #[test]
 fn every_shipped_scenario_validates() {
-    let mut n = 0;
-    for entry in std::fs::read_dir(root().join("scenarios")).unwrap() {
-        let p = entry.unwrap().path();
-        if p.extension().is_some_and(|e| e == "yaml") {
-            let o = run_ok(&["validate", p.to_str().unwrap()]);
-            let s = String::from_utf8_lossy(&o.stdout);
-            assert!(s.contains("ok"), "{s}");
-            assert!(s.contains("BDP"), "validate prints the BDP per path: {s}");
-            n += 1;
+    // The examples, and the benchmarks' scenarios (too large to run in a test).
+    let mut n = [0; 2];
+    for (k, dir) in ["scenarios", "benches/scenarios"].iter().enumerate() {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "yaml") {
+                let o = run_ok(&["validate", p.to_str().unwrap()]);
+                let s = String::from_utf8_lossy(&o.stdout);
+                assert!(s.contains("ok"), "{s}");
+                assert!(s.contains("BDP"), "validate prints the BDP per path: {s}");
+                n[k] += 1;
+            }
         }
     }
-    assert!(n >= 5, "expected the five foundation scenarios, found {n}");
+    assert!(
+        n[0] >= 5,
+        "expected the five foundation scenarios, found {}",
+        n[0]
+    );
+    assert!(
+        n[1] >= 6,
+        "expected the six benchmark scenarios, found {}",
+        n[1]
+    );
 }
 
 fn read_results(dir: &Path) -> Vec<(String, Vec<u8>)> {
