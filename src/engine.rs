@@ -329,11 +329,7 @@ impl EventQueue {
             }
             self.refill();
         }
-        let from_due = match (self.due.last(), self.late.peek()) {
-            (Some(d), Some(l)) => d.key < l.key,
-            (d, _) => d.is_some(),
-        };
-        let e = if from_due {
+        let e = if self.due_first() {
             self.due.pop()
         } else {
             self.late.pop()
@@ -351,10 +347,20 @@ impl EventQueue {
     /// the event loop starts fetching its state while it handles this one.
     #[inline(always)]
     pub fn peek_next(&self) -> Option<&Event> {
+        if self.due_first() {
+            self.due.last().map(|e| &e.event)
+        } else {
+            self.late.peek().map(|e| &e.event)
+        }
+    }
+
+    /// Whether the earliest event of the tick being handled is `due`'s (else `late`'s,
+    /// if any).
+    #[inline(always)]
+    fn due_first(&self) -> bool {
         match (self.due.last(), self.late.peek()) {
-            (Some(d), Some(l)) => Some(if d.key < l.key { &d.event } else { &l.event }),
-            (Some(d), None) => Some(&d.event),
-            (None, l) => l.map(|l| &l.event),
+            (Some(d), Some(l)) => d.key < l.key,
+            (d, _) => d.is_some(),
         }
     }
 

@@ -818,6 +818,10 @@ impl CollectiveRun {
     /// Starts loading transfer `xfer`'s record (see `engine::prefetch`).
     #[inline(always)]
     pub fn prefetch_transfer(&self, xfer: u32) {
+        // A graph's transfers are its nodes, not `xfers`.
+        if self.is_graph() {
+            return;
+        }
         if let Some(x) = self.xfers.get(xfer as usize) {
             crate::engine::prefetch(x);
         }
@@ -847,8 +851,8 @@ impl CollectiveRun {
         }
         let i = (x.dst * self.cfg.channels + x.channel) as usize;
         self.progress[i].recv_done += 1;
-        let g = self.progress[i];
-        if g.recv_done == g.recvs && g.next_send >= g.sends {
+        // The receive that finishes the channel (if its sends are done too).
+        if self.progress[i].recv_done == self.progress[i].recvs && self.channel_finished(i) {
             self.channel_done(x.dst);
         }
         self.issue(x.dst, x.channel, out);
