@@ -650,7 +650,7 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             ts.util_max = ts.util_max.max(u);
             ts.queue_max_bytes = ts.queue_max_bytes.max(p.max_queue_bytes);
             ts.drops += p.dropped_packets();
-            if let Some(h) = &p.queue_hist {
+            if let Some(h) = p.queue_hist.as_deref() {
                 match &mut hist {
                     None => hist = Some(h.clone()),
                     Some(acc) => acc.add(h).expect("same bounds"),

@@ -106,6 +106,7 @@ pub type Frames = [Option<Upstream>; 2];
 
 /// A switch's view of one incoming link.
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct Ingress {
     link: LinkParams,
     fc: FlowControl,

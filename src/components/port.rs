@@ -123,61 +123,73 @@ pub enum Gate {
 }
 
 /// One direction of a link, as its sender sees it.
+///
+/// Laid out by use (`repr(C)`, one cache line = 64 bytes): the first line holds what
+/// every packet's start and end of serialization read (the packet in service, the bytes
+/// queued, the pause, the link, where it leads), the second the two queues, the third
+/// the credits, marking and per-packet counters; the statistics of queue depth follow,
+/// then what only pauses, stalls, drops and the report touch. The compiler's own order
+/// (by alignment) spread the per-packet fields over all eight lines of the port.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct EgressPort {
-    pub tier: Tier,
+    // ---- line 0: every packet ----
+    /// The packet being serialized, if any.
+    in_service: Option<Sent>,
+    /// Bytes queued, including the packet being serialized.
+    pub queued_bytes: u64,
+    /// PFC: the data class may not start a packet before this time.
+    paused_until: SimTime,
     pub link: LinkParams,
     /// The switch whose buffer holds this port's queue; `None` for a host's port.
     pub switch: Option<u32>,
     pub to: Node,
+    // ---- line 1: the queues ----
     queue: VecDeque<Queued>,
     ctrl: VecDeque<Queued>,
-    /// The packet being serialized, if any.
-    in_service: Option<Sent>,
-    // ---- link-level flow control, as the sending side of this link ----
-    /// PFC: how long one PAUSE holds the data class (quanta x 512 bit times).
-    pause_hold: SimDuration,
-    /// PFC: the data class may not start a packet before this time.
-    paused_until: SimTime,
-    /// PFC: start of the current (or last) pause, for accounting.
-    paused_from: SimTime,
-    paused_ps: u64,
-    /// A wake-up is pending for the end of a pause.
-    wake_pending: bool,
+    // ---- line 2: credits, marking, per-packet counters ----
     /// IB credits: 64-byte blocks the receiver has room for; `None` without credits.
     credits: Option<u64>,
-    /// IB credits: the receiver's room when empty, blocks.
-    credit_limit: u64,
-    stall_since: Option<SimTime>,
-    stall_ps: u64,
-    /// IB credits on their way back, in the order they land: the engine key each lands
-    /// under and its blocks.
-    returning: VecDeque<(u128, u32)>,
-    /// An event is scheduled for the first of `returning`.
-    credit_wake: bool,
-    /// Bytes queued, including the packet being serialized.
-    pub queued_bytes: u64,
-    // ---- statistics ----
+    /// RED marking at dequeue, and its random stream.
+    /// Boxed with its random stream (large), so an unmarked port stays compact.
+    red: Option<Box<(Red, StdRng)>>,
     pub tx_bytes: u64,
     pub tx_packets: u64,
+    pub queue_samples: u64,
     pub max_queue_bytes: u64,
+    /// A wake-up is pending for the end of a pause.
+    wake_pending: bool,
+    /// An event is scheduled for the first of `returning`.
+    credit_wake: bool,
+    queue_batch_len: u8,
+    // ---- lines 3-4: queue-depth statistics, credits on their way back ----
     /// Sum of queue depths seen by arriving packets (for the mean).
     pub queue_sample_sum: u128,
-    pub queue_samples: u64,
-    /// Queue depth seen by arriving packets, in 64-byte cells (made at the first packet,
-    /// so idle ports cost no memory).
-    pub queue_hist: Option<Histogram<u32>>,
-    hist_cells: u64,
     /// Samples not yet in `queue_hist`: recorded QUEUE_BATCH at a time, so a busy
     /// port's histogram lines are fetched once per batch, not once per packet (the same
     /// counts in the end; [`EgressPort::flush_stats`] empties it).
     queue_batch: [u32; QUEUE_BATCH],
-    queue_batch_len: u8,
+    /// IB credits on their way back, in the order they land: the engine key each lands
+    /// under and its blocks.
+    returning: VecDeque<(u128, u32)>,
+    stall_since: Option<SimTime>,
+    // ---- the rest: pauses, stalls, drops, the report ----
+    pub tier: Tier,
+    /// PFC: how long one PAUSE holds the data class (quanta x 512 bit times).
+    pause_hold: SimDuration,
+    /// PFC: start of the current (or last) pause, for accounting.
+    paused_from: SimTime,
+    paused_ps: u64,
+    /// IB credits: the receiver's room when empty, blocks.
+    credit_limit: u64,
+    stall_ps: u64,
+    /// Queue depth seen by arriving packets, in 64-byte cells (made at the first packet,
+    /// so idle ports cost no memory; boxed, as it is touched once per QUEUE_BATCH
+    /// packets).
+    pub queue_hist: Option<Box<Histogram<u32>>>,
+    hist_cells: u64,
     pub drops: [u64; 3],
     pub drop_bytes: u64,
-    /// RED marking at dequeue, and its random stream.
-    /// Boxed with its random stream (large), so an unmarked port stays compact.
-    red: Option<Box<(Red, StdRng)>>,
     pub ecn_marked: u64,
 }
 
@@ -299,7 +311,7 @@ impl EgressPort {
         }
         let cells = self.hist_cells;
         let h = self.queue_hist.get_or_insert_with(|| {
-            Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
+            Box::new(Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds"))
         });
         for &v in &self.queue_batch[..self.queue_batch_len as usize] {
             h.saturating_record(v as u64);
@@ -592,7 +604,7 @@ impl EgressPort {
         let mut with_pending = None;
         if !pending.is_empty() {
             let cells = self.hist_cells;
-            let mut h = self.queue_hist.clone().unwrap_or_else(|| {
+            let mut h = self.queue_hist.as_deref().cloned().unwrap_or_else(|| {
                 Histogram::new_with_bounds(1, cells, 2).expect("valid histogram bounds")
             });
             for &v in pending {
@@ -600,7 +612,7 @@ impl EgressPort {
             }
             with_pending = Some(h);
         }
-        match with_pending.as_ref().or(self.queue_hist.as_ref()) {
+        match with_pending.as_ref().or(self.queue_hist.as_deref()) {
             // The histogram rounds up to its bucket; never report more than was seen.
             Some(h) if !h.is_empty() => {
                 (h.value_at_quantile(0.99) * CELL_BYTES).min(self.max_queue_bytes)

@@ -69,34 +69,46 @@ pub struct OnWire {
     pub wire: u32,
 }
 
-/// One direction of a link's propagation.
+/// One direction of a link's propagation: one cache line (64 bytes, aligned), since
+/// every packet's hop reads it twice (launch, arrival).
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct Wire {
     pub link: LinkParams,
     /// The far end acts on a packet's header (a cut-through switch): the header bytes.
-    cut_through_header: Option<u64>,
+    cut_through_header: Option<u32>,
     ring: VecDeque<OnWire>,
     /// Boxed: the random stream is large and most links have no faults, so the ring's
     /// fields stay on one cache line.
-    faults: Option<Box<WireFaults>>,
-    /// Packets that arrived destroyed by a fault.
-    pub fault_losses: u64,
+    faults: Option<Box<Faulty>>,
+}
+
+/// A link's faults and the packets they destroyed.
+#[derive(Debug)]
+struct Faulty {
+    faults: WireFaults,
+    losses: u64,
 }
 
 impl Wire {
     pub fn new(link: LinkParams, cut_through_header: Option<u64>) -> Wire {
         Wire {
             link,
-            cut_through_header,
+            cut_through_header: cut_through_header
+                .map(|h| u32::try_from(h).expect("a packet header fits 4 GB")),
             ring: VecDeque::new(),
             faults: None,
-            fault_losses: 0,
         }
     }
 
     pub fn with_faults(mut self, faults: Option<WireFaults>) -> Wire {
-        self.faults = faults.map(Box::new);
+        self.faults = faults.map(|faults| Box::new(Faulty { faults, losses: 0 }));
         self
+    }
+
+    /// Packets that arrived destroyed by a fault.
+    pub fn fault_losses(&self) -> u64 {
+        self.faults.as_ref().map_or(0, |f| f.losses)
     }
 
     /// A packet of `wire` bytes whose serialization runs [start, end) enters the wire.
@@ -112,7 +124,11 @@ impl Wire {
     ) -> Option<SimTime> {
         let tail = end + self.link.latency;
         let arrive = match self.cut_through_header {
-            Some(h) => start + serialization_delay(h.min(wire), self.link.rate) + self.link.latency,
+            Some(h) => {
+                start
+                    + serialization_delay((h as u64).min(wire), self.link.rate)
+                    + self.link.latency
+            }
             None => tail,
         };
         debug_assert!(self.ring.back().map_or(true, |w| w.arrive <= arrive));
@@ -151,7 +167,7 @@ impl Wire {
     /// Whether a fault destroys the `wire`-byte packet arriving at `now`.
     #[inline]
     pub fn fault(&mut self, now: SimTime, wire: u64) -> Option<Loss> {
-        let f = self.faults.as_mut()?;
+        let Faulty { faults: f, losses } = &mut **self.faults.as_mut()?;
         let loss = if f.down.iter().any(|&(a, b)| now.0 >= a && now.0 < b) {
             Some(Loss::Down)
         } else if f.rates.ber > 0.0 && {
@@ -167,7 +183,7 @@ impl Wire {
             None
         };
         if loss.is_some() {
-            self.fault_losses += 1;
+            *losses += 1;
         }
         loss
     }
@@ -237,7 +253,7 @@ mod tests {
         assert_eq!(w.fault(SimTime(99), 1000), None);
         assert_eq!(w.fault(SimTime(100), 1000), Some(Loss::Down));
         assert_eq!(w.fault(SimTime(200), 1000), None);
-        assert_eq!(w.fault_losses, 1);
+        assert_eq!(w.fault_losses(), 1);
     }
 
     #[test]

@@ -44,6 +44,7 @@ use crate::transport::rc::{Op, WcStatus};
 use crate::units::{SimDuration, SimTime, TIME_HORIZON};
 use crate::workload::{expand, FlowDef};
 use collective_glue::CollInput;
+use idmap::IdMap;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -51,6 +52,7 @@ mod collective_glue;
 mod fabric;
 pub mod footprint;
 mod host_glue;
+mod idmap;
 mod prefetch;
 pub mod retire;
 mod training_glue;
@@ -395,20 +397,20 @@ pub struct Sim {
     /// Open queue pair per (requester host, responder host) when connections are shared.
     /// Keyed by (requester, responder, connection): connection 0 for ordinary flows,
     /// 1 + channel for a collective's.
-    pairs: HashMap<(u32, u32, u32), u32>,
+    pairs: IdMap<(u32, u32, u32), u32>,
     /// A collective connection's next queue pair, taken in turn (NCCL's `qpIndex`):
     /// keyed by (run, sending rank, receiving rank, channel).
-    qp_turn: HashMap<CollConn, u32>,
+    qp_turn: IdMap<CollConn, u32>,
     /// Collective transfers split across queue pairs: parts still to land, by (run,
     /// transfer).
-    parts_left: HashMap<(u32, u32), u32>,
+    parts_left: IdMap<(u32, u32), u32>,
     /// With several queue pairs per connection, transfers may land out of the order they
     /// were sent; the receiver takes them in that order (NCCL's proxy completes a
     /// connection's steps in order). Per connection (run, sending rank, receiving rank,
     /// channel): its transfers in sending order, with when each landed; and each
     /// transfer's connection.
-    conn_order: HashMap<CollConn, VecDeque<(u32, Option<SimTime>)>>,
-    xfer_conn: HashMap<(u32, u32), CollConn>,
+    conn_order: IdMap<CollConn, VecDeque<(u32, Option<SimTime>)>>,
+    xfer_conn: IdMap<(u32, u32), CollConn>,
     rc_totals: RcTotals,
     cc: Option<CcParams>,
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
@@ -640,11 +642,11 @@ impl Sim {
             rc,
             qps: Vec::new(),
             free_qps: Vec::new(),
-            pairs: HashMap::new(),
-            qp_turn: HashMap::new(),
-            parts_left: HashMap::new(),
-            conn_order: HashMap::new(),
-            xfer_conn: HashMap::new(),
+            pairs: IdMap::default(),
+            qp_turn: IdMap::default(),
+            parts_left: IdMap::default(),
+            conn_order: IdMap::default(),
+            xfer_conn: IdMap::default(),
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
             telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),

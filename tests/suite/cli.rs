@@ -461,6 +461,7 @@ fn a_closed_stdout_is_not_a_panic() {
         out.join("complete.json").exists(),
         "the run finished its files"
     );
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Issue 15, item 3: `plan --out` keeps the evidence: plan.txt as printed, plan.csv and
@@ -509,6 +510,7 @@ plan:
         "--out",
         out.to_str().unwrap(),
     ]);
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Issue 15, item 8: a collective is reported per operation; its chunk transfers are not
@@ -572,6 +574,7 @@ workload:
         text.contains("transfers") && text.contains("collective transfers completed"),
         "{text}"
     );
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Issue 15, item 9: `validate` says how servers meet the fabric: 16 servers of 2 GPUs
