@@ -223,6 +223,14 @@ impl PacketPool {
         &self.slots[id as usize]
     }
 
+    /// Asks the CPU to start loading packet `id` (a hint: see `engine::prefetch`).
+    #[inline(always)]
+    pub fn prefetch(&self, id: PktId) {
+        if let Some(p) = self.slots.get(id as usize) {
+            crate::engine::prefetch(p);
+        }
+    }
+
     #[inline]
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
         &mut self.slots[id as usize]
