@@ -16,8 +16,7 @@
 //! between ports, wires and switches; `transport.rs` between packets and queue pairs;
 //! `host_glue.rs` and `collective_glue.rs` between messages and the host pipeline or a
 //! collective's schedule; `watchdog.rs` stops a run that only timers keep alive;
-//! `retire.rs` folds finished collective transfers and reuses their slots, so memory
-//! follows what is in flight.
+//! `retire.rs` folds finished transfers and reuses their slots (memory follows flight).
 //!
 //! Two events per packet per hop (`TxDone` at the sender, `Arrive` at the receiver, one
 //! pending per wire: the wire is a ring); a packet waiting for the switch latency does
