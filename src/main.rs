@@ -74,6 +74,12 @@ enum Cmd {
         /// results are the same for any value.
         #[arg(short = 'j', long = "jobs")]
         jobs: Option<usize>,
+        /// Split each run's fabric over this many threads (blocks of leaves and spines,
+        /// advancing side by side in conservative windows); default 1. The results are
+        /// the same for any value. A scenario the split does not cover yet runs on one
+        /// thread, and the run says why.
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Draw the standard curves from a run's or sweep's results folder (PNG and SVG).
     Plot { dir: PathBuf },
@@ -256,6 +262,7 @@ fn main() -> ExitCode {
             force,
             flows,
             jobs,
+            threads,
         } => {
             let jobs = match jobs {
                 Some(0) => {
@@ -264,6 +271,13 @@ fn main() -> ExitCode {
                 }
                 j => j.unwrap_or(1),
             };
+            let threads = match threads {
+                Some(0) => {
+                    eprintln!("error: --threads: expected at least 1 (threads per run)");
+                    return ExitCode::from(2);
+                }
+                t => t.unwrap_or(1),
+            };
             let sc = match scenario::load(&scenario, &Overrides { seed, set }) {
                 Ok(sc) => sc,
                 Err(e) => {
@@ -271,7 +285,21 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            // Each partition holds a copy of the whole fabric and workload.
+            let parts = match doorbell::sim::plan_threads(&sc, threads) {
+                Ok(p) => p as usize,
+                Err(why) => {
+                    if !quiet {
+                        eprintln!(
+                            "note: --threads {threads}: runs on one thread ({why} is not split over threads yet)"
+                        );
+                    }
+                    1
+                }
+            };
+            doorbell::sim::set_threads(parts);
             let (f, runs) = footprint_of(&sc);
+            let f = (1..parts).fold(f, |a, _| a + f);
             if let Err(code) = preflight(f, runs) {
                 return code;
             }

@@ -456,6 +456,8 @@ pub struct PerfReport {
     /// the run (`sim::retire`): what memory followed.
     pub transfer_records_peak: u64,
     pub transfers_retired: u64,
+    /// Threads the run's fabric was split over (`run --threads`; 1: not split).
+    pub threads: u16,
 }
 
 /// Peak resident memory of this process, from /proc (Linux only).
@@ -479,6 +481,7 @@ impl PerfReport {
             peak_rss_mib: peak_rss_mib(),
             transfer_records_peak: out.retired.peak_held,
             transfers_retired: out.retired.count,
+            threads: out.threads,
         }
     }
 }

@@ -189,6 +189,14 @@ pub struct PacketPool {
     free: Vec<PktId>,
     live: u32,
     peak_live: u32,
+    /// Packets handed over to another partition's pool and taken from one (a run split
+    /// over threads, `sim::parallel`): a packet that crosses stays one packet in flight.
+    handed: i64,
+    taken: i64,
+    /// Packets alive anywhere, as this pool counts them (`live + handed - taken`), at
+    /// the last [`PacketPool::take_marks`], and the most since.
+    mark: i64,
+    high: i64,
 }
 
 impl PacketPool {
@@ -200,6 +208,12 @@ impl PacketPool {
     pub fn alloc(&mut self, p: Packet) -> PktId {
         self.live += 1;
         self.peak_live = self.peak_live.max(self.live);
+        self.high = self.high.max(self.live as i64 + self.handed - self.taken);
+        self.slot(p)
+    }
+
+    #[inline]
+    fn slot(&mut self, p: Packet) -> PktId {
         if let Some(id) = self.free.pop() {
             self.slots[id as usize] = p;
             if let Some(t) = self.telemetry.get_mut(id as usize) {
@@ -216,6 +230,32 @@ impl PacketPool {
     pub fn free(&mut self, id: PktId) {
         self.live -= 1;
         self.free.push(id);
+    }
+
+    /// Packet `id` leaves for another partition's pool: its slot is free here, and it
+    /// is still a packet in flight.
+    pub fn hand_off(&mut self, id: PktId) -> Packet {
+        self.free(id);
+        self.handed += 1;
+        self.slots[id as usize]
+    }
+
+    /// A packet handed over by another partition's pool ([`PacketPool::hand_off`]).
+    pub fn take_in(&mut self, p: Packet) -> PktId {
+        self.live += 1;
+        self.taken += 1;
+        self.slot(p)
+    }
+
+    /// Since the last call: the change in packets alive and the most they rose above
+    /// their count then (a run split over threads logs both per event, so the whole
+    /// run's peak can be found across its partitions, `sim::parallel`).
+    pub fn take_marks(&mut self) -> (i64, i64) {
+        let now = self.live as i64 + self.handed - self.taken;
+        let marks = (now - self.mark, self.high.max(now) - self.mark);
+        self.mark = now;
+        self.high = now;
+        marks
     }
 
     #[inline]

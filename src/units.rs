@@ -47,6 +47,7 @@ impl SimTime {
 
 impl SimDuration {
     pub const ZERO: SimDuration = SimDuration(0);
+    pub const MAX: SimDuration = SimDuration(u64::MAX);
     pub const fn from_ps(ps: u64) -> Self {
         SimDuration(ps)
     }

@@ -122,6 +122,21 @@ impl Wire {
         start: SimTime,
         end: SimTime,
     ) -> Option<SimTime> {
+        let w = self.in_flight(pkt, route, wire, start, end);
+        self.receive(w)
+    }
+
+    /// A packet starting at `start` and ending at `end` as it will travel on this wire:
+    /// when its head (cut-through) or tail reaches the far end.
+    #[inline]
+    pub fn in_flight(
+        &self,
+        pkt: PktId,
+        route: RouteInfo,
+        wire: u64,
+        start: SimTime,
+        end: SimTime,
+    ) -> OnWire {
         let tail = end + self.link.latency;
         let arrive = match self.cut_through_header {
             Some(h) => {
@@ -131,15 +146,24 @@ impl Wire {
             }
             None => tail,
         };
-        debug_assert!(self.ring.back().map_or(true, |w| w.arrive <= arrive));
-        let first = self.ring.is_empty();
-        self.ring.push_back(OnWire {
+        OnWire {
             arrive,
             tail,
             pkt,
             route,
             wire: wire as u32,
-        });
+        }
+    }
+
+    /// Puts a packet from [`Wire::in_flight`] on the wire, behind those already on it
+    /// (`launch`; a run split over threads hands it over from the sending partition).
+    /// Returns its arrival time if it is alone on the wire.
+    #[inline]
+    pub fn receive(&mut self, w: OnWire) -> Option<SimTime> {
+        debug_assert!(self.ring.back().map_or(true, |b| b.arrive <= w.arrive));
+        let first = self.ring.is_empty();
+        let arrive = w.arrive;
+        self.ring.push_back(w);
         first.then_some(arrive)
     }
 

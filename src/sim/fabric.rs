@@ -4,6 +4,7 @@
 //! (serialization, marking, PFC, credits, admission, routing) live in `components` and
 //! `routing`; nothing here decides anything a component could.
 
+use super::parallel::Msg;
 use super::Sim;
 use crate::components::ingress::Upstream;
 use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
@@ -48,6 +49,22 @@ impl Sim {
         }
         self.q
             .schedule(tx.end, self.src.port(port), Event::TxDone { port });
+        if let Some(part) = self.part.as_deref_mut() {
+            // A run split over threads: the far end is another partition's, which puts
+            // the packet on its copy of the wire (`parallel`).
+            let to = part.plan.receiver(port);
+            if to != part.me {
+                let w = self.wires[port as usize]
+                    .in_flight(tx.pkt, tx.route, tx.wire, tx.start, tx.end);
+                let packet = self.pool.hand_off(tx.pkt);
+                part.outbox[to as usize].push(Msg::Packet {
+                    port,
+                    on_wire: w,
+                    packet,
+                });
+                return;
+            }
+        }
         if let Some(at) =
             self.wires[port as usize].launch(tx.pkt, tx.route, tx.wire, tx.start, tx.end)
         {
@@ -60,6 +77,37 @@ impl Sim {
     #[inline]
     fn upstream(&mut self, port: PortId, u: Upstream) {
         let src = self.src.ingress(port);
+        if let Some(part) = self.part.as_deref_mut() {
+            // A run split over threads: the sender is another partition's; the frame or
+            // credit goes to it under the key it would have had here (`parallel`).
+            let to = part.plan.sender(port);
+            let away = match u {
+                _ if to == part.me => None,
+                // The ingress checks its own PAUSE: that stays here.
+                Upstream::Refresh { .. } => None,
+                Upstream::Pfc { at, pause } => Some(Msg::Event {
+                    key: self.q.reserve(at, src),
+                    event: Event::Pfc { port, pause },
+                }),
+                Upstream::Credit { at, blocks }
+                    if at > self.q.now() && self.ports[port as usize].switch.is_some() =>
+                {
+                    Some(Msg::Returning {
+                        port,
+                        key: self.q.reserve(at, src),
+                        blocks,
+                    })
+                }
+                Upstream::Credit { at, blocks } => Some(Msg::Event {
+                    key: self.q.reserve(at, src),
+                    event: Event::Credit { port, blocks },
+                }),
+            };
+            if let Some(m) = away {
+                part.outbox[to as usize].push(m);
+                return;
+            }
+        }
         match u {
             Upstream::Pfc { at, pause } => self.q.schedule(at, src, Event::Pfc { port, pause }),
             Upstream::Refresh { at } => self.q.schedule(at, src, Event::PfcRefresh { port }),

@@ -40,20 +40,21 @@ use crate::scenario::{RcConfig, Scenario, Transport};
 use crate::topology::graph::Graph;
 use crate::topology::{Node, Tier, Topology};
 use crate::transport::rc::{Op, WcStatus};
-use crate::units::{SimDuration, SimTime, TIME_HORIZON};
+use crate::units::{SimDuration, SimTime};
 use crate::workload::{expand, FlowDef};
-use collective_glue::CollInput;
 use idmap::IdMap;
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
 
 mod collective_glue;
 mod fabric;
 pub mod footprint;
 mod host_glue;
 mod idmap;
+mod parallel;
+pub mod partition;
 mod prefetch;
 pub mod retire;
+mod run_loop;
 mod training_glue;
 mod transport;
 pub mod watchdog;
@@ -322,6 +323,8 @@ pub struct RunOutput {
     pub samples: Vec<Sample>,
     /// Wall-clock seconds spent in the event loop (not deterministic: goes to perf.json).
     pub wall_seconds: f64,
+    /// Threads the fabric was split over (`parallel`; 1: not split). Goes to perf.json.
+    pub threads: u16,
     /// The host model's counters and message timestamps, when `host:` is set.
     pub host: Option<HostOutput>,
     /// One result per collective workload item.
@@ -373,6 +376,8 @@ impl Sources {
 /// The simulated world.
 pub struct Sim {
     sc: Scenario,
+    /// This copy's partition, in a run split over threads (`parallel`); `None` on one.
+    part: Option<Box<parallel::Part>>,
     q: EventQueue,
     src: Sources,
     /// Flow ids by start time, and how many have started.
@@ -668,242 +673,13 @@ impl Sim {
             topo,
             graph,
             sc: sc.clone(),
+            part: None,
         }
     }
 
     /// Number of flows the workload expanded into.
     pub fn flow_count(&self) -> usize {
         self.flows.len()
-    }
-
-    /// Runs until no work is left or `duration` has elapsed.
-    pub fn run(mut self) -> RunOutput {
-        let wall = Instant::now();
-        let limit = self
-            .sc
-            .duration
-            .map(|d| SimTime(d.0))
-            .unwrap_or(TIME_HORIZON)
-            .min(TIME_HORIZON);
-        let mut stopped = false;
-        // The last time anything happened: timer events that find nothing to do (a
-        // queue pair that finished, a deadline that moved) do not extend the run.
-        let mut last = SimTime::ZERO;
-        // A model that keeps scheduling at `now` would never let time advance (a hang).
-        // Every `LIVELOCK_CHECK` events the loop looks whether time moved since the last
-        // look; after `LIVELOCK_EVENTS` events without it moving the run stops, and the
-        // end-of-run check reports it. (One mask test per event, not a comparison.)
-        let (mut instant, mut still) = (SimTime::MAX, 0u64);
-        let mut livelock = false;
-        let mut out_of_memory = None;
-        let mut watchdog_stop = None;
-        let budget = MEMORY_BUDGET.get().copied();
-        while let Some(t) = self.q.peek_time() {
-            if t > limit {
-                stopped = true;
-                break;
-            }
-            if self.q.events_processed() & (LIVELOCK_CHECK - 1) == 0 {
-                if t == instant {
-                    still += LIVELOCK_CHECK;
-                    if still >= LIVELOCK_EVENTS {
-                        livelock = true;
-                        break;
-                    }
-                } else {
-                    (instant, still) = (t, 0);
-                }
-                if let Some(p) = PROGRESS.get() {
-                    p(
-                        t,
-                        self.sc.duration.map(|d| SimTime(d.0)),
-                        self.q.events_processed(),
-                    );
-                }
-                // Only timers left, and nothing to come that could move work: stuck.
-                let q = &self.q;
-                let verdict = self.watchdog.check(t, self.delivered_total, || {
-                    q.earliest_where(watchdog::moves_work)
-                });
-                if let watchdog::Verdict::Stuck { since } = verdict {
-                    watchdog_stop = Some(watchdog::WatchdogStop {
-                        since,
-                        at: t,
-                        bound: self.watchdog.bound(),
-                    });
-                    break;
-                }
-                // Memory grows with the run (collective transfers, flows started): stop
-                // cleanly before the system kills the process.
-                if let Some(b) = budget {
-                    if let Some(r) = footprint::resident_bytes().filter(|&r| r > b) {
-                        out_of_memory = Some(r);
-                        break;
-                    }
-                }
-            }
-            let (now, ev) = self.q.pop().expect("peeked");
-            if let Some(&next) = self.q.peek_next() {
-                self.prefetch_for(next);
-            }
-            let acted = match ev {
-                Event::FlowStart { flow } => {
-                    self.on_flow_start(now, flow);
-                    true
-                }
-                Event::TxDone { port } => {
-                    self.on_tx_done(now, port);
-                    true
-                }
-                Event::Arrive { port } => {
-                    self.on_arrive(now, port);
-                    true
-                }
-                Event::QpTimer { qp } => self.on_qp_timer(now, qp),
-                Event::HostWake { host } => {
-                    self.nics[host as usize].wake_at = None;
-                    self.kick(now, host);
-                    true
-                }
-                Event::Pfc { port, pause } => {
-                    self.on_pfc(now, port, pause);
-                    true
-                }
-                Event::PfcRefresh { port } => self.on_pfc_refresh(now, port),
-                Event::PortWake { port } => {
-                    self.ports[port as usize].handle_wake();
-                    self.wake_port(now, port);
-                    true
-                }
-                Event::Sample => {
-                    self.sample(now);
-                    // Sampling never keeps a finished run alive, nor extends it.
-                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
-                        || self.colls.iter().any(|c| !c.is_done())
-                        || self.jobs.iter().any(|j| !j.run.is_done());
-                    if work_left && !self.q.is_empty() {
-                        let iv = self
-                            .sc
-                            .timeseries
-                            .as_ref()
-                            .map_or(SimDuration(1), |t| t.interval);
-                        self.q.schedule(now + iv, Sources::WORKLOAD, Event::Sample);
-                    }
-                    false
-                }
-                Event::Credit { port, blocks } => {
-                    self.on_credit(now, port, blocks);
-                    true
-                }
-                Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
-                Event::FlowStage { flow, stage } => {
-                    self.on_host_wake(now, HostWake::Stage { flow, stage })
-                }
-                Event::PosterDone { nic, poster } => {
-                    self.on_host_wake(now, HostWake::PosterDone { nic, poster })
-                }
-                Event::Irq { nic } => self.on_host_wake(now, HostWake::Irq { nic }),
-                Event::CollStart { run } => {
-                    self.coll_step(now, run, CollInput::Start);
-                    true
-                }
-                Event::CollWake { run } => {
-                    self.coll_step_owned(now, run, CollInput::Wake);
-                    true
-                }
-                Event::TrainStart { job } => {
-                    self.train_step(now, job, |r, out| r.start(now, out));
-                    true
-                }
-                Event::TrainWake { job } => {
-                    self.on_train_wake(now, job);
-                    true
-                }
-                Event::CollArrive { run, xfer } => {
-                    let mut done = std::mem::take(&mut self.coll_done);
-                    self.colls[run as usize].arrived(xfer, now, &mut done);
-                    for (xfer, at) in done.drain(..) {
-                        self.q
-                            .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
-                    }
-                    self.coll_done = done;
-                    true
-                }
-                Event::CollDone { run, xfer } => {
-                    self.coll_step_owned(now, run, CollInput::Done(xfer));
-                    true
-                }
-            };
-            if acted {
-                last = now;
-                if watchdog::moves_work(&ev) {
-                    self.watchdog.progress(now);
-                }
-                if self.sweep_due() {
-                    self.sweep(now);
-                }
-            }
-        }
-        self.compact_records();
-        let end = if stopped { limit } else { last };
-        // Cuts the live queue pairs made (their decrease checks up to the end).
-        for qp in self.qps.iter_mut().filter(|q| !q.dead) {
-            self.cc_totals.rate_cuts += qp.rate_cuts(end);
-        }
-        let rc = self.rc.as_ref().map(|_| {
-            let mut t = self.rc_totals;
-            for qp in self.qps.iter().filter(|q| !q.dead) {
-                t.add(&qp.req.stats);
-                t.duplicate_packets += qp.resp.stats.duplicates;
-                t.acks_sent += qp.resp.stats.acks_sent;
-            }
-            t
-        });
-        let stuck = match watchdog_stop {
-            Some(w) => self.stuck_reasons(w),
-            None => Vec::new(),
-        };
-        let stalled = !stopped
-            && !livelock
-            && out_of_memory.is_none()
-            && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
-                || self.colls.iter().any(|c| !c.is_done())
-                || self.jobs.iter().any(|j| !j.run.is_done()));
-        for p in &mut self.ports {
-            p.flush_stats();
-        }
-        RunOutput {
-            events: self.q.events_processed(),
-            peak_packets_in_flight: self.pool.peak_live(),
-            flows: self.flows,
-            ports: self.ports,
-            wires: self.wires,
-            ingress: self.ingress,
-            switches: self.switches,
-            end,
-            stopped_by_duration: stopped && self.sc.duration.is_some_and(|d| SimTime(d.0) == limit),
-            horizon_reached: stopped && limit == TIME_HORIZON,
-            livelock,
-            out_of_memory,
-            stalled,
-            watchdog: watchdog_stop,
-            stuck,
-            retired: self.retired,
-            rc,
-            faults: self.fault_totals,
-            cc: self.cc_totals,
-            samples: self.samples,
-            wall_seconds: wall.elapsed().as_secs_f64(),
-            host: self.hostm.map(HostPipeline::into_output),
-            collectives: self
-                .colls
-                .iter()
-                .zip(&self.coll_owner)
-                .filter(|(_, o)| o.is_none())
-                .map(|(c, _)| c.result())
-                .collect(),
-            training: self.jobs.iter().map(|j| j.run.result()).collect(),
-        }
     }
 
     fn kick(&mut self, now: SimTime, host: u32) {
@@ -994,7 +770,31 @@ impl Sim {
     }
 }
 
-/// Builds and runs a scenario.
+/// Threads a run may be split over (`run --threads`); 1 unless set.
+static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// Every later run in this process splits its fabric over `n` threads where it can
+/// (`parallel`); the results are the same for any `n`.
+pub fn set_threads(n: usize) {
+    THREADS.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Builds and runs a scenario: on the threads [`set_threads`] gave, where the scenario
+/// can be split (`parallel::plan_threads`), else on one.
 pub fn run(sc: &Scenario) -> RunOutput {
+    let threads = THREADS.load(std::sync::atomic::Ordering::Relaxed);
+    if threads > 1 {
+        if let Some(out) = parallel::run(sc, threads) {
+            return out;
+        }
+    }
     Sim::new(sc).run()
 }
+
+/// Builds and runs a scenario split over `threads` partitions, if it can be
+/// (`parallel::plan_threads`); `None` otherwise.
+pub fn run_split(sc: &Scenario, threads: usize) -> Option<RunOutput> {
+    parallel::run(sc, threads)
+}
+
+pub use parallel::plan_threads;

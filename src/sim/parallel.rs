@@ -1,0 +1,424 @@
+//! One run on several cores with the same bytes (`run --threads N`, issue 17).
+//!
+//! The fabric is split into partitions (`partition::Plan`: blocks of leaves with their
+//! hosts, blocks of spines), each a copy of the whole [`Sim`] on its own thread that
+//! handles only the events of the components it owns, in the same key order as one
+//! thread would. The partitions advance in conservative windows (YAWNS; Nicol, JACM
+//! 1993): all of them handle their events earlier than `T + lookahead`, `T` the earliest
+//! event anywhere and the lookahead the shortest latency of a link between partitions,
+//! then meet at a barrier and exchange what crossed: packets put on a wire whose far end
+//! is another partition's, PAUSE and RESUME frames and IB credits going back. YAWNS
+//! rather than null messages because the lookahead is one fabric latency everywhere
+//! (100 ns to 1 us) and every partition talks to every other through the spines: a
+//! window costs two barriers, null messages one message per pair of partitions.
+//!
+//! Why the bytes are the same: an event's key is (time, source, that source's counter)
+//! (`engine`). Every source but two is one component, and only its owner schedules
+//! from it, so its counter runs as on one thread; the workload's flow starts and a
+//! wire's arrivals are scheduled from more than one place, but each keeps at most one
+//! event pending, so its counter never decides an order. What crosses is put in place
+//! at the barrier under the key it was given where it was made (`EventQueue::reserve`),
+//! and is due a link's latency later, after the window. Each partition's copy of a
+//! component the partition does not own is never touched; at the end the owners' copies
+//! are put together ([`merge`]) and the one-thread end of run (`Sim::finish`) reads
+//! them. The peak of packets in flight is found across partitions from a log of each
+//! event's change (`PacketPool::take_marks`), merged in key order at each barrier.
+//!
+//! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
+//! the RC transport (a queue pair's two halves live at its two ends), the host model,
+//! collectives and training, time series, flows that wait on others. A run that the
+//! livelock check, the watchdog or the memory budget stops in any partition is run
+//! again on one thread, so that what stopped it, and when, is the one-thread run's.
+
+use super::partition::Plan;
+use super::run_loop::LoopState;
+use super::{RunOutput, Sim, Sources};
+use crate::components::OnWire;
+use crate::engine::{Event, EventQueue, PortId};
+use crate::packet::Packet;
+use crate::scenario::{Scenario, Transport};
+use crate::units::SimTime;
+use crate::workload::Workload;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+
+/// What one partition sends another at a barrier.
+#[derive(Debug)]
+pub(super) enum Msg {
+    /// A packet put on `port`'s wire, whose far end is the other partition's.
+    Packet {
+        port: PortId,
+        on_wire: OnWire,
+        packet: Packet,
+    },
+    /// An event for one of the other partition's components, under the key it was
+    /// given here.
+    Event { key: u128, event: Event },
+    /// IB credits on their way back to the other partition's switch port, under the key
+    /// their event would have (`EgressPort::credits_returning`).
+    Returning {
+        port: PortId,
+        key: u128,
+        blocks: u32,
+    },
+}
+
+/// A partition's share of a run split over threads.
+#[derive(Debug)]
+pub(super) struct Part {
+    pub me: u16,
+    pub plan: Arc<Plan>,
+    /// What goes to each partition at the next barrier, in the order it was made.
+    pub outbox: Vec<Vec<Msg>>,
+    /// Per event that changed the packets alive: its key, the change, and the most they
+    /// rose within it.
+    pub pool_log: Vec<(u128, i64, i64)>,
+}
+
+/// Why `sc` cannot be split over threads, if it cannot.
+pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
+    if matches!(sc.transport, Transport::Rc(_)) {
+        return Some("the RC transport");
+    }
+    if sc.host.is_some() {
+        return Some("the host model");
+    }
+    if sc.timeseries.is_some() {
+        return Some("time series");
+    }
+    for w in &sc.workload {
+        match w {
+            Workload::Collective(_) => return Some("collectives"),
+            Workload::Training(_) => return Some("training jobs"),
+            Workload::PingPong { .. } => return Some("ping-pong flows (a flow waits on another)"),
+            _ => {}
+        }
+    }
+    if sc.topology.spines == 0 {
+        return Some("a one-leaf fabric (no link between partitions)");
+    }
+    None
+}
+
+/// The number of threads `run` splits a scenario over, or why it runs on one.
+pub fn plan_threads(sc: &Scenario, threads: usize) -> Result<u16, &'static str> {
+    if threads <= 1 {
+        return Ok(1);
+    }
+    if let Some(why) = unsupported(sc) {
+        return Err(why);
+    }
+    // No more partitions than leaves or spines: each takes at least one of each.
+    let most = sc.topology.leaves.min(sc.topology.spines).max(1) as usize;
+    Ok(threads.min(most).min(u16::MAX as usize) as u16)
+}
+
+impl Sim {
+    /// Partition `me` of `plan`: the whole fabric, with only the flow starts of its own
+    /// hosts scheduled.
+    fn new_part(sc: &Scenario, plan: Arc<Plan>, me: u16) -> Sim {
+        let mut sim = Sim::new(sc);
+        let flows = &sim.flows;
+        sim.start_order
+            .retain(|&f| plan.host(flows[f as usize].def.src) == me);
+        sim.q = EventQueue::new(sim.src.count());
+        if let Some(&first) = sim.start_order.first() {
+            let at = sim.flows[first as usize].def.start;
+            sim.q
+                .schedule(at, Sources::WORKLOAD, Event::FlowStart { flow: first });
+        }
+        sim.part = Some(Box::new(Part {
+            me,
+            outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
+            plan,
+            pool_log: Vec::new(),
+        }));
+        sim
+    }
+
+    /// After an event, in a partition: logs its change to the packets alive.
+    #[inline]
+    pub(super) fn log_pool(&mut self, key: u128) {
+        let (change, rise) = self.pool.take_marks();
+        if change != 0 || rise != 0 {
+            if let Some(p) = self.part.as_deref_mut() {
+                p.pool_log.push((key, change, rise));
+            }
+        }
+    }
+
+    /// At a barrier: puts in place what the other partitions sent this one.
+    fn take_messages(&mut self, msgs: Vec<Msg>) {
+        for m in msgs {
+            match m {
+                Msg::Packet {
+                    port,
+                    mut on_wire,
+                    packet,
+                } => {
+                    on_wire.pkt = self.pool.take_in(packet);
+                    if let Some(at) = self.wires[port as usize].receive(on_wire) {
+                        self.q
+                            .schedule(at, self.src.wire(port), Event::Arrive { port });
+                    }
+                }
+                Msg::Event { key, event } => self.q.schedule_reserved(key, event),
+                Msg::Returning { port, key, blocks } => {
+                    if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
+                        self.q
+                            .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The earliest time (ps) with an event, `u64::MAX` for none.
+fn next_time(q: &EventQueue) -> u64 {
+    q.peek_time().map_or(u64::MAX, |t| t.0)
+}
+
+/// The barrier's shared state.
+struct Shared {
+    barrier: Barrier,
+    /// `mail[to][from]`: what partition `from` sent `to` in the last window.
+    mail: Vec<Vec<Mutex<Vec<Msg>>>>,
+    /// Each partition's earliest event after taking its mail.
+    next: Vec<AtomicU64>,
+    /// Each partition's pool log of the last window.
+    logs: Vec<Mutex<Vec<(u128, i64, i64)>>>,
+    /// A partition stopped for a reason of its own (livelock, watchdog, memory).
+    cut: AtomicBool,
+}
+
+/// The packets in flight across partitions: the running count and its peak, from the
+/// partitions' logs of one window merged in key order.
+#[derive(Default)]
+struct Flight {
+    alive: i64,
+    peak: i64,
+}
+
+impl Flight {
+    fn fold(&mut self, logs: &mut [Vec<(u128, i64, i64)>]) {
+        let mut all: Vec<(u128, i64, i64)> = logs.iter_mut().flat_map(|l| l.drain(..)).collect();
+        all.sort_unstable_by_key(|e| e.0);
+        for (_, change, rise) in all {
+            self.peak = self.peak.max(self.alive + rise);
+            self.alive += change;
+        }
+    }
+}
+
+/// Runs `sc` split over `threads` partitions; `None` when it cannot be split (see
+/// [`plan_threads`]) or a partition stopped for a reason of its own (the caller then
+/// runs it on one thread).
+pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
+    let parts = plan_threads(sc, threads).ok()?;
+    if parts <= 1 {
+        return None;
+    }
+    let graph = sc.topology.graph();
+    let plan = Arc::new(Plan::new(&graph, sc.topology.leaves, parts));
+    if plan.crossing_links == 0 || plan.lookahead.0 == 0 {
+        return None;
+    }
+    let n = parts as usize;
+    let shared = Shared {
+        barrier: Barrier::new(n),
+        mail: (0..n)
+            .map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect())
+            .collect(),
+        next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        logs: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        cut: AtomicBool::new(false),
+    };
+    let flight = Mutex::new(Flight::default());
+    let wall = std::time::Instant::now();
+    let lookahead = plan.lookahead;
+    let limit = LoopState::new(sc.duration).limit;
+    let finished: Vec<(Sim, LoopState, bool)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..parts)
+            .map(|me| {
+                let (shared, plan, flight) = (&shared, plan.clone(), &flight);
+                s.spawn(move || {
+                    let mut sim = Sim::new_part(sc, plan, me);
+                    let mut st = LoopState::new(sc.duration);
+                    let m = me as usize;
+                    let stopped = loop {
+                        for from in 0..n {
+                            let msgs = std::mem::take(&mut *lock(&shared.mail[m][from]));
+                            sim.take_messages(msgs);
+                        }
+                        shared.next[m].store(next_time(&sim.q), Ordering::SeqCst);
+                        shared.barrier.wait();
+                        if shared.cut.load(Ordering::SeqCst) {
+                            break false;
+                        }
+                        let t = (0..n)
+                            .map(|i| shared.next[i].load(Ordering::SeqCst))
+                            .min()
+                            .unwrap_or(u64::MAX);
+                        if t == u64::MAX {
+                            break false;
+                        }
+                        if t > limit.0 {
+                            break true;
+                        }
+                        let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
+                        sim.advance(&mut st, Some(end));
+                        let part = sim.part.as_deref_mut().expect("a partition");
+                        for (to, out) in part.outbox.iter_mut().enumerate() {
+                            if !out.is_empty() {
+                                lock(&shared.mail[to][m]).append(out);
+                            }
+                        }
+                        lock(&shared.logs[m]).append(&mut part.pool_log);
+                        if st.cut() {
+                            shared.cut.store(true, Ordering::SeqCst);
+                        }
+                        shared.barrier.wait();
+                        if me == 0 {
+                            let mut logs: Vec<Vec<_>> = shared
+                                .logs
+                                .iter()
+                                .map(|l| std::mem::take(&mut *lock(l)))
+                                .collect();
+                            lock(flight).fold(&mut logs);
+                        }
+                    };
+                    (sim, st, stopped)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a partition's thread"))
+            .collect()
+    });
+    if shared.cut.load(Ordering::SeqCst) {
+        return None;
+    }
+    let peak = lock(&flight).peak;
+    Some(merge(finished, &plan, wall, peak))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Of `n` partitions' copies of each component, the owner's (`owner(i)` for the i-th).
+fn pick<T>(all: Vec<Vec<T>>, owner: impl Fn(usize) -> u16) -> Vec<T> {
+    let len = all.first().map_or(0, Vec::len);
+    let mut copies: Vec<_> = all.into_iter().map(Vec::into_iter).collect();
+    (0..len)
+        .map(|i| {
+            let o = owner(i) as usize;
+            let mut mine = None;
+            for (k, c) in copies.iter_mut().enumerate() {
+                let x = c.next().expect("every partition holds every component");
+                if k == o {
+                    mine = Some(x);
+                }
+            }
+            mine.expect("an owner among the partitions")
+        })
+        .collect()
+}
+
+/// Puts the partitions' copies together: each component from its owner, each flow's
+/// sending side from its source's partition and its receiving side from its
+/// destination's, counters summed; then the one-thread end of run.
+fn merge(
+    parts: Vec<(Sim, LoopState, bool)>,
+    plan: &Plan,
+    wall: std::time::Instant,
+    peak: i64,
+) -> RunOutput {
+    let events: u64 = parts.iter().map(|p| p.0.q.events_processed()).sum();
+    let stopped = parts.iter().any(|p| p.2);
+    let last = parts
+        .iter()
+        .map(|p| p.1.last)
+        .max()
+        .unwrap_or(SimTime::ZERO);
+    let (mut sims, mut states): (Vec<Sim>, Vec<LoopState>) =
+        parts.into_iter().map(|(sim, st, _)| (sim, st)).unzip();
+    let mut st = states.swap_remove(0);
+    st.stopped = stopped;
+    st.last = last;
+    st.wall = wall;
+    let ports = pick(
+        sims.iter_mut()
+            .map(|s| std::mem::take(&mut s.ports))
+            .collect(),
+        |p| plan.sender(p as PortId),
+    );
+    let wires = pick(
+        sims.iter_mut()
+            .map(|s| std::mem::take(&mut s.wires))
+            .collect(),
+        |p| plan.receiver(p as PortId),
+    );
+    let ingress = pick(
+        sims.iter_mut()
+            .map(|s| std::mem::take(&mut s.ingress))
+            .collect(),
+        |p| plan.receiver(p as PortId),
+    );
+    let switches = pick(
+        sims.iter_mut()
+            .map(|s| std::mem::take(&mut s.switches))
+            .collect(),
+        |s| plan.switch(s as u32),
+    );
+    let nics = pick(
+        sims.iter_mut()
+            .map(|s| std::mem::take(&mut s.nics))
+            .collect(),
+        |h| plan.host(h as u32),
+    );
+    let mut copies: Vec<_> = sims
+        .iter_mut()
+        .map(|s| std::mem::take(&mut s.flows).into_iter())
+        .collect();
+    let count = copies.first().map_or(0, |c| c.len());
+    let mut flows = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut all: Vec<_> = copies
+            .iter_mut()
+            .map(|c| c.next().expect("every partition holds every flow"))
+            .collect();
+        let dropped: u32 = all.iter().map(|f| f.packets_dropped).sum();
+        let (tx, rx) = (plan.host(all[0].def.src), plan.host(all[0].def.dst));
+        let (delivered, landed, finish, outcome) = {
+            let r = &all[rx as usize];
+            (r.delivered, r.landed, r.finish, r.outcome)
+        };
+        let mut f = all.swap_remove(tx as usize);
+        f.delivered = delivered;
+        f.landed = landed;
+        f.finish = finish;
+        f.outcome = outcome;
+        f.packets_dropped = dropped;
+        flows.push(f);
+    }
+    let mut sim = sims.swap_remove(0);
+    for o in &sims {
+        sim.fault_totals.corrupted += o.fault_totals.corrupted;
+        sim.fault_totals.random_drops += o.fault_totals.random_drops;
+        sim.fault_totals.flap_drops += o.fault_totals.flap_drops;
+        sim.delivered_total += o.delivered_total;
+    }
+    sim.ports = ports;
+    sim.wires = wires;
+    sim.ingress = ingress;
+    sim.switches = switches;
+    sim.nics = nics;
+    sim.flows = flows;
+    sim.part = None;
+    let mut out = sim.finish(st, events, peak.max(0) as u32);
+    out.threads = plan.parts;
+    out
+}

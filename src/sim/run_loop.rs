@@ -1,0 +1,312 @@
+//! The event loop: pops the earliest event and hands it to what it names
+//! ([`Sim::advance`]), and the end of a run: what the components hold becomes the run's
+//! output ([`Sim::finish`]). One run on one thread calls `advance` once, to the end; a
+//! run split over threads (`sim::parallel`) calls it once per window of each partition.
+
+use super::collective_glue::CollInput;
+use super::{
+    footprint, watchdog, HostPipeline, HostWake, Outcome, RunOutput, Sim, Sources, LIVELOCK_CHECK,
+    LIVELOCK_EVENTS, MEMORY_BUDGET, PROGRESS,
+};
+use crate::engine::Event;
+use crate::units::{SimDuration, SimTime, TIME_HORIZON};
+use std::time::Instant;
+
+/// Where a run's loop stands between calls of [`Sim::advance`].
+#[derive(Debug)]
+pub(super) struct LoopState {
+    pub wall: Instant,
+    /// The run's end: `duration`, else the time horizon.
+    pub limit: SimTime,
+    /// An event after `limit` was left: the run was cut short.
+    pub stopped: bool,
+    /// The last time anything happened: timer events that find nothing to do (a
+    /// queue pair that finished, a deadline that moved) do not extend the run.
+    pub last: SimTime,
+    // A model that keeps scheduling at `now` would never let time advance (a hang).
+    // Every `LIVELOCK_CHECK` events the loop looks whether time moved since the last
+    // look; after `LIVELOCK_EVENTS` events without it moving the run stops, and the
+    // end-of-run check reports it. (One mask test per event, not a comparison.)
+    instant: SimTime,
+    still: u64,
+    pub livelock: bool,
+    pub out_of_memory: Option<u64>,
+    pub watchdog_stop: Option<watchdog::WatchdogStop>,
+    budget: Option<u64>,
+}
+
+impl LoopState {
+    pub fn new(duration: Option<SimDuration>) -> LoopState {
+        LoopState {
+            wall: Instant::now(),
+            limit: duration
+                .map(|d| SimTime(d.0))
+                .unwrap_or(TIME_HORIZON)
+                .min(TIME_HORIZON),
+            stopped: false,
+            last: SimTime::ZERO,
+            instant: SimTime::MAX,
+            still: 0,
+            livelock: false,
+            out_of_memory: None,
+            watchdog_stop: None,
+            budget: MEMORY_BUDGET.get().copied(),
+        }
+    }
+
+    /// Whether the loop stopped for a reason of its own (a livelock, the watchdog, the
+    /// memory budget) rather than running out of events or reaching `limit`.
+    pub fn cut(&self) -> bool {
+        self.livelock || self.watchdog_stop.is_some() || self.out_of_memory.is_some()
+    }
+}
+
+impl Sim {
+    /// Runs until no work is left or `duration` has elapsed.
+    pub fn run(mut self) -> RunOutput {
+        let mut st = LoopState::new(self.sc.duration);
+        self.advance(&mut st, None);
+        let (events, peak) = (self.q.events_processed(), self.pool.peak_live());
+        self.finish(st, events, peak)
+    }
+
+    /// Handles the events earlier than `until` (every event, without it), in key order.
+    /// Returns false when the run must stop: an event lies past its end, or the
+    /// livelock check, the watchdog or the memory budget stopped it; true when no event
+    /// is left before `until`.
+    pub(super) fn advance(&mut self, st: &mut LoopState, until: Option<SimTime>) -> bool {
+        while let Some(t) = self.q.peek_time() {
+            if t > st.limit {
+                st.stopped = true;
+                return false;
+            }
+            if until.is_some_and(|u| t >= u) {
+                return true;
+            }
+            if self.q.events_processed() & (LIVELOCK_CHECK - 1) == 0 {
+                if t == st.instant {
+                    st.still += LIVELOCK_CHECK;
+                    if st.still >= LIVELOCK_EVENTS {
+                        st.livelock = true;
+                        return false;
+                    }
+                } else {
+                    (st.instant, st.still) = (t, 0);
+                }
+                if let Some(p) = PROGRESS.get() {
+                    p(
+                        t,
+                        self.sc.duration.map(|d| SimTime(d.0)),
+                        self.q.events_processed(),
+                    );
+                }
+                // Only timers left, and nothing to come that could move work: stuck.
+                let q = &self.q;
+                let verdict = self.watchdog.check(t, self.delivered_total, || {
+                    q.earliest_where(watchdog::moves_work)
+                });
+                if let watchdog::Verdict::Stuck { since } = verdict {
+                    st.watchdog_stop = Some(watchdog::WatchdogStop {
+                        since,
+                        at: t,
+                        bound: self.watchdog.bound(),
+                    });
+                    return false;
+                }
+                // Memory grows with the run (collective transfers, flows started): stop
+                // cleanly before the system kills the process.
+                if let Some(b) = st.budget {
+                    if let Some(r) = footprint::resident_bytes().filter(|&r| r > b) {
+                        st.out_of_memory = Some(r);
+                        return false;
+                    }
+                }
+            }
+            let (now, ev) = self.q.pop().expect("peeked");
+            if let Some(part) = self.part.as_deref() {
+                debug_assert_eq!(
+                    part.plan.owner(&ev, |f| self.flows[f as usize].def.src),
+                    Some(part.me),
+                    "{ev:?} handled by partition {}",
+                    part.me
+                );
+            }
+            if let Some(&next) = self.q.peek_next() {
+                self.prefetch_for(next);
+            }
+            let acted = match ev {
+                Event::FlowStart { flow } => {
+                    self.on_flow_start(now, flow);
+                    true
+                }
+                Event::TxDone { port } => {
+                    self.on_tx_done(now, port);
+                    true
+                }
+                Event::Arrive { port } => {
+                    self.on_arrive(now, port);
+                    true
+                }
+                Event::QpTimer { qp } => self.on_qp_timer(now, qp),
+                Event::HostWake { host } => {
+                    self.nics[host as usize].wake_at = None;
+                    self.kick(now, host);
+                    true
+                }
+                Event::Pfc { port, pause } => {
+                    self.on_pfc(now, port, pause);
+                    true
+                }
+                Event::PfcRefresh { port } => self.on_pfc_refresh(now, port),
+                Event::PortWake { port } => {
+                    self.ports[port as usize].handle_wake();
+                    self.wake_port(now, port);
+                    true
+                }
+                Event::Sample => {
+                    self.sample(now);
+                    // Sampling never keeps a finished run alive, nor extends it.
+                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                        || self.colls.iter().any(|c| !c.is_done())
+                        || self.jobs.iter().any(|j| !j.run.is_done());
+                    if work_left && !self.q.is_empty() {
+                        let iv = self
+                            .sc
+                            .timeseries
+                            .as_ref()
+                            .map_or(SimDuration(1), |t| t.interval);
+                        self.q.schedule(now + iv, Sources::WORKLOAD, Event::Sample);
+                    }
+                    false
+                }
+                Event::Credit { port, blocks } => {
+                    self.on_credit(now, port, blocks);
+                    true
+                }
+                Event::RecvPost { qp, gen } => self.on_recv_post(now, qp, gen),
+                Event::FlowStage { flow, stage } => {
+                    self.on_host_wake(now, HostWake::Stage { flow, stage })
+                }
+                Event::PosterDone { nic, poster } => {
+                    self.on_host_wake(now, HostWake::PosterDone { nic, poster })
+                }
+                Event::Irq { nic } => self.on_host_wake(now, HostWake::Irq { nic }),
+                Event::CollStart { run } => {
+                    self.coll_step(now, run, CollInput::Start);
+                    true
+                }
+                Event::CollWake { run } => {
+                    self.coll_step_owned(now, run, CollInput::Wake);
+                    true
+                }
+                Event::TrainStart { job } => {
+                    self.train_step(now, job, |r, out| r.start(now, out));
+                    true
+                }
+                Event::TrainWake { job } => {
+                    self.on_train_wake(now, job);
+                    true
+                }
+                Event::CollArrive { run, xfer } => {
+                    let mut done = std::mem::take(&mut self.coll_done);
+                    self.colls[run as usize].arrived(xfer, now, &mut done);
+                    for (xfer, at) in done.drain(..) {
+                        self.q
+                            .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                    }
+                    self.coll_done = done;
+                    true
+                }
+                Event::CollDone { run, xfer } => {
+                    self.coll_step_owned(now, run, CollInput::Done(xfer));
+                    true
+                }
+            };
+            if self.part.is_some() {
+                self.log_pool(self.q.current_key());
+            }
+            if acted {
+                st.last = now;
+                if watchdog::moves_work(&ev) {
+                    self.watchdog.progress(now);
+                }
+                if self.sweep_due() {
+                    self.sweep(now);
+                }
+            }
+        }
+        true
+    }
+
+    /// The end of the run: what the components hold becomes its output. `events` were
+    /// handled, at most `peak_packets_in_flight` packets were alive at once.
+    pub(super) fn finish(
+        mut self,
+        st: LoopState,
+        events: u64,
+        peak_packets_in_flight: u32,
+    ) -> RunOutput {
+        self.compact_records();
+        let end = if st.stopped { st.limit } else { st.last };
+        // Cuts the live queue pairs made (their decrease checks up to the end).
+        for qp in self.qps.iter_mut().filter(|q| !q.dead) {
+            self.cc_totals.rate_cuts += qp.rate_cuts(end);
+        }
+        let rc = self.rc.as_ref().map(|_| {
+            let mut t = self.rc_totals;
+            for qp in self.qps.iter().filter(|q| !q.dead) {
+                t.add(&qp.req.stats);
+                t.duplicate_packets += qp.resp.stats.duplicates;
+                t.acks_sent += qp.resp.stats.acks_sent;
+            }
+            t
+        });
+        let stuck = match st.watchdog_stop {
+            Some(w) => self.stuck_reasons(w),
+            None => Vec::new(),
+        };
+        let stalled = !st.stopped
+            && !st.livelock
+            && st.out_of_memory.is_none()
+            && (self.flows.iter().any(|f| f.outcome == Outcome::Pending)
+                || self.colls.iter().any(|c| !c.is_done())
+                || self.jobs.iter().any(|j| !j.run.is_done()));
+        for p in &mut self.ports {
+            p.flush_stats();
+        }
+        RunOutput {
+            events,
+            peak_packets_in_flight,
+            flows: self.flows,
+            ports: self.ports,
+            wires: self.wires,
+            ingress: self.ingress,
+            switches: self.switches,
+            end,
+            stopped_by_duration: st.stopped
+                && self.sc.duration.is_some_and(|d| SimTime(d.0) == st.limit),
+            horizon_reached: st.stopped && st.limit == TIME_HORIZON,
+            livelock: st.livelock,
+            out_of_memory: st.out_of_memory,
+            stalled,
+            watchdog: st.watchdog_stop,
+            stuck,
+            retired: self.retired,
+            rc,
+            faults: self.fault_totals,
+            cc: self.cc_totals,
+            samples: self.samples,
+            wall_seconds: st.wall.elapsed().as_secs_f64(),
+            threads: 1,
+            host: self.hostm.map(HostPipeline::into_output),
+            collectives: self
+                .colls
+                .iter()
+                .zip(&self.coll_owner)
+                .filter(|(_, o)| o.is_none())
+                .map(|(c, _)| c.result())
+                .collect(),
+            training: self.jobs.iter().map(|j| j.run.result()).collect(),
+        }
+    }
+}
