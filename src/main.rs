@@ -291,7 +291,7 @@ fn main() -> ExitCode {
                 Err(why) => {
                     if !quiet {
                         eprintln!(
-                            "note: --threads {threads}: runs on one thread ({why} is not split over threads yet)"
+                            "note: --threads {threads}: runs on one thread (not split over threads yet: {why})"
                         );
                     }
                     1

@@ -458,6 +458,9 @@ pub struct PerfReport {
     pub transfers_retired: u64,
     /// Threads the run's fabric was split over (`run --threads`; 1: not split).
     pub threads: u16,
+    /// Why a run asked to split over threads ran on one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_thread_because: Option<&'static str>,
 }
 
 /// Peak resident memory of this process, from /proc (Linux only).
@@ -482,6 +485,7 @@ impl PerfReport {
             transfer_records_peak: out.retired.peak_held,
             transfers_retired: out.retired.count,
             threads: out.threads,
+            one_thread_because: out.one_thread_because,
         }
     }
 }

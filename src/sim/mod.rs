@@ -325,6 +325,8 @@ pub struct RunOutput {
     pub wall_seconds: f64,
     /// Threads the fabric was split over (`parallel`; 1: not split). Goes to perf.json.
     pub threads: u16,
+    /// Why a run asked to split over threads ran on one (goes to perf.json).
+    pub one_thread_because: Option<&'static str>,
     /// The host model's counters and message timestamps, when `host:` is set.
     pub host: Option<HostOutput>,
     /// One result per collective workload item.
@@ -784,16 +786,21 @@ pub fn set_threads(n: usize) {
 pub fn run(sc: &Scenario) -> RunOutput {
     let threads = THREADS.load(std::sync::atomic::Ordering::Relaxed);
     if threads > 1 {
-        if let Some(out) = parallel::run(sc, threads) {
-            return out;
+        match parallel::run(sc, threads) {
+            Ok(out) => return out,
+            Err(why) => {
+                let mut out = Sim::new(sc).run();
+                out.one_thread_because = Some(why);
+                return out;
+            }
         }
     }
     Sim::new(sc).run()
 }
 
 /// Builds and runs a scenario split over `threads` partitions, if it can be
-/// (`parallel::plan_threads`); `None` otherwise.
-pub fn run_split(sc: &Scenario, threads: usize) -> Option<RunOutput> {
+/// (`parallel::plan_threads`); why not otherwise.
+pub fn run_split(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     parallel::run(sc, threads)
 }
 

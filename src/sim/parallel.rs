@@ -30,14 +30,17 @@
 //! livelock check, the watchdog or the memory budget stops in any partition is run
 //! again on one thread, so that what stopped it, and when, is the one-thread run's.
 
+use super::idmap::IdMap;
 use super::partition::Plan;
 use super::run_loop::LoopState;
-use super::{RunOutput, Sim, Sources};
-use crate::components::OnWire;
-use crate::engine::{Event, EventQueue, PortId};
+use super::transport::QpOpen;
+use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources};
+use crate::components::{FlowControl, OnWire};
+use crate::engine::{Event, EventQueue, FlowId, PortId};
 use crate::packet::Packet;
 use crate::scenario::{Scenario, Transport};
-use crate::units::SimTime;
+use crate::transport::rc::Op;
+use crate::units::{SimDuration, SimTime};
 use crate::workload::Workload;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -61,6 +64,14 @@ pub(super) enum Msg {
         key: u128,
         blocks: u32,
     },
+    /// A requester here opened queue pair `slot` (its number here) towards a responder
+    /// there, which builds its own copy.
+    QpOpen { slot: u32, open: QpOpen },
+    /// `flow` goes over queue pair `slot`.
+    FlowQp { flow: FlowId, slot: u32 },
+    /// Queue pair `slot` retired at the event with key `key`: later packets for it are
+    /// stragglers.
+    QpClosed { slot: u32, key: u128 },
 }
 
 /// A partition's share of a run split over threads.
@@ -73,12 +84,41 @@ pub(super) struct Part {
     /// Per event that changed the packets alive: its key, the change, and the most they
     /// rose within it.
     pub pool_log: Vec<(u128, i64, i64)>,
+    /// The responder copies of other partitions' queue pairs: their slot here by
+    /// (partition, slot there); per slot here, whether it is such a copy and the key of
+    /// the last event that gave its responder a packet.
+    mirrors: IdMap<(u16, u32), u32>,
+    mirror: Vec<bool>,
+    touched: Vec<u128>,
+    /// A packet reached a queue pair after its requester had retired it, in a window
+    /// where this partition could not know: the run goes again on one thread.
+    pub diverged: bool,
 }
 
 /// Why `sc` cannot be split over threads, if it cannot.
 pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
-    if matches!(sc.transport, Transport::Rc(_)) {
-        return Some("the RC transport");
+    if let Transport::Rc(rc) = &sc.transport {
+        if rc.operation == Op::Read {
+            return Some("RDMA READ");
+        }
+        if rc.params.out_of_order.is_some() {
+            return Some("out-of-order RC");
+        }
+        if rc.recv_post_delay > SimDuration::ZERO {
+            return Some("a receive-posting delay");
+        }
+    }
+    if matches!(sc.flow_control, FlowControl::IbCredit { .. }) {
+        // A switch port waiting for credit is woken by a credit's return as its sender
+        // lets it go (`EgressPort::credits_returning`): whether that takes an event
+        // depends on the port's state then, which the other partition cannot see.
+        return Some("IB credit flow control");
+    }
+    if sc
+        .cc
+        .is_some_and(|c| c.wants_telemetry() || c.wants_timestamps())
+    {
+        return Some("congestion control that reads telemetry or RTTs (HPCC, Swift)");
     }
     if sc.host.is_some() {
         return Some("the host model");
@@ -94,9 +134,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
             _ => {}
         }
     }
-    if sc.topology.spines == 0 {
-        return Some("a one-leaf fabric (no link between partitions)");
-    }
     None
 }
 
@@ -109,7 +146,10 @@ pub fn plan_threads(sc: &Scenario, threads: usize) -> Result<u16, &'static str> 
         return Err(why);
     }
     // No more partitions than leaves or spines: each takes at least one of each.
-    let most = sc.topology.leaves.min(sc.topology.spines).max(1) as usize;
+    let most = sc.topology.leaves.min(sc.topology.spines) as usize;
+    if most < 2 {
+        return Err("a fabric of one leaf or one spine");
+    }
     Ok(threads.min(most).min(u16::MAX as usize) as u16)
 }
 
@@ -132,6 +172,10 @@ impl Sim {
             outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
             plan,
             pool_log: Vec::new(),
+            mirrors: IdMap::default(),
+            mirror: Vec::new(),
+            touched: Vec::new(),
+            diverged: false,
         }));
         sim
     }
@@ -147,10 +191,89 @@ impl Sim {
         }
     }
 
-    /// At a barrier: puts in place what the other partitions sent this one.
-    fn take_messages(&mut self, msgs: Vec<Msg>) {
+    /// `flow` goes over queue pair `slot`, opened now if `open`: the responder's
+    /// partition hears of it if it is another.
+    pub(super) fn tell_responder(&mut self, flow: FlowId, slot: u32, open: Option<QpOpen>) {
+        let Some(part) = self.part.as_deref_mut() else {
+            return;
+        };
+        let to = part.plan.host(self.flows[flow as usize].def.dst);
+        if to == part.me {
+            return;
+        }
+        if let Some(open) = open {
+            part.outbox[to as usize].push(Msg::QpOpen { slot, open });
+        }
+        part.outbox[to as usize].push(Msg::FlowQp { flow, slot });
+    }
+
+    /// Queue pair `slot` retired now: the responder's partition hears of it.
+    pub(super) fn tell_responder_closed(&mut self, slot: u32) {
+        let Some(part) = self.part.as_deref_mut() else {
+            return;
+        };
+        let to = part.plan.host(self.qps[slot as usize].dst);
+        if to != part.me {
+            let key = self.q.current_key();
+            part.outbox[to as usize].push(Msg::QpClosed { slot, key });
+        }
+    }
+
+    /// The responder of queue pair `slot` takes a packet now.
+    #[inline]
+    pub(super) fn touch_responder(&mut self, slot: u32) {
+        if let Some(part) = self.part.as_deref_mut() {
+            if let Some(t) = part.touched.get_mut(slot as usize) {
+                *t = self.q.current_key();
+            }
+        }
+    }
+
+    /// At a barrier: puts in place what partition `from` sent this one.
+    fn take_messages(&mut self, from: u16, msgs: Vec<Msg>) {
         for m in msgs {
             match m {
+                Msg::QpOpen { slot, open } => {
+                    let params = self.rc.as_ref().expect("RC").params;
+                    let qp = self.open_queue_pair(params, &open);
+                    let part = self.part.as_deref_mut().expect("a partition");
+                    match part.mirrors.get(&(from, slot)) {
+                        Some(&local) => {
+                            let old = &self.qps[local as usize];
+                            debug_assert!(old.dead, "a slot reused before it retired");
+                            let gen = old.gen.wrapping_add(1);
+                            self.qps[local as usize] = qp;
+                            self.qps[local as usize].gen = gen;
+                            part.touched[local as usize] = 0;
+                        }
+                        None => {
+                            let local = self.qps.len() as u32;
+                            self.qps.push(qp);
+                            part.mirrors.insert((from, slot), local);
+                            part.mirror.resize(self.qps.len(), false);
+                            part.touched.resize(self.qps.len(), 0);
+                            part.mirror[local as usize] = true;
+                        }
+                    }
+                }
+                Msg::FlowQp { flow, slot } => {
+                    let part = self.part.as_deref().expect("a partition");
+                    let local = part.mirrors[&(from, slot)];
+                    let f = &mut self.flows[flow as usize];
+                    f.qp = local;
+                    f.qp_gen = self.qps[local as usize].gen;
+                }
+                Msg::QpClosed { slot, key } => {
+                    let part = self.part.as_deref_mut().expect("a partition");
+                    let local = part.mirrors[&(from, slot)] as usize;
+                    if part.touched[local] > key {
+                        part.diverged = true;
+                    }
+                    let qp = &mut self.qps[local];
+                    self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
+                    self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
+                    qp.dead = true;
+                }
                 Msg::Packet {
                     port,
                     mut on_wire,
@@ -179,6 +302,10 @@ fn next_time(q: &EventQueue) -> u64 {
     q.peek_time().map_or(u64::MAX, |t| t.0)
 }
 
+/// Why a split run went again on one thread: see `Msg::QpClosed`.
+const DIVERGED: &str =
+    "a packet reached a queue pair in the same window as its requester retired it";
+
 /// The barrier's shared state.
 struct Shared {
     barrier: Barrier,
@@ -188,8 +315,17 @@ struct Shared {
     next: Vec<AtomicU64>,
     /// Each partition's pool log of the last window.
     logs: Vec<Mutex<Vec<(u128, i64, i64)>>>,
-    /// A partition stopped for a reason of its own (livelock, watchdog, memory).
+    /// A partition stopped for a reason of its own (livelock, watchdog, memory) or
+    /// could not follow the one-thread order; and why.
     cut: AtomicBool,
+    why: Mutex<Option<&'static str>>,
+}
+
+impl Shared {
+    fn stop(&self, why: &'static str) {
+        lock(&self.why).get_or_insert(why);
+        self.cut.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The packets in flight across partitions: the running count and its peak, from the
@@ -211,18 +347,21 @@ impl Flight {
     }
 }
 
-/// Runs `sc` split over `threads` partitions; `None` when it cannot be split (see
-/// [`plan_threads`]) or a partition stopped for a reason of its own (the caller then
-/// runs it on one thread).
-pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
-    let parts = plan_threads(sc, threads).ok()?;
+/// Runs `sc` split over `threads` partitions; the reason instead when it cannot be
+/// split (see [`plan_threads`]) or a partition stopped for a reason of its own or could
+/// not follow the one-thread order (the caller then runs it on one thread).
+pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
+    let parts = plan_threads(sc, threads)?;
     if parts <= 1 {
-        return None;
+        return Err("one thread asked for, or one leaf or spine to split");
     }
     let graph = sc.topology.graph();
     let plan = Arc::new(Plan::new(&graph, sc.topology.leaves, parts));
-    if plan.crossing_links == 0 || plan.lookahead.0 == 0 {
-        return None;
+    if plan.crossing_links == 0 {
+        return Err("no link between partitions");
+    }
+    if plan.lookahead.0 == 0 {
+        return Err("a link between partitions has no latency (no lookahead)");
     }
     let n = parts as usize;
     let shared = Shared {
@@ -233,6 +372,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
         next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
         logs: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         cut: AtomicBool::new(false),
+        why: Mutex::new(None),
     };
     let flight = Mutex::new(Flight::default());
     let wall = std::time::Instant::now();
@@ -249,7 +389,10 @@ pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
                     let stopped = loop {
                         for from in 0..n {
                             let msgs = std::mem::take(&mut *lock(&shared.mail[m][from]));
-                            sim.take_messages(msgs);
+                            sim.take_messages(from as u16, msgs);
+                        }
+                        if sim.part.as_deref().is_some_and(|p| p.diverged) {
+                            shared.stop(DIVERGED);
                         }
                         shared.next[m].store(next_time(&sim.q), Ordering::SeqCst);
                         shared.barrier.wait();
@@ -275,8 +418,12 @@ pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
                             }
                         }
                         lock(&shared.logs[m]).append(&mut part.pool_log);
-                        if st.cut() {
-                            shared.cut.store(true, Ordering::SeqCst);
+                        if st.livelock {
+                            shared.stop("the livelock check stopped a partition");
+                        } else if st.watchdog_stop.is_some() {
+                            shared.stop("the watchdog stopped a partition");
+                        } else if st.out_of_memory.is_some() {
+                            shared.stop("the memory budget stopped a partition");
                         }
                         shared.barrier.wait();
                         if me == 0 {
@@ -298,10 +445,10 @@ pub fn run(sc: &Scenario, threads: usize) -> Option<RunOutput> {
             .collect()
     });
     if shared.cut.load(Ordering::SeqCst) {
-        return None;
+        return Err(lock(&shared.why).unwrap_or("a partition stopped"));
     }
     let peak = lock(&flight).peak;
-    Some(merge(finished, &plan, wall, peak))
+    Ok(merge(finished, &plan, wall, peak))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -390,22 +537,61 @@ fn merge(
             .iter_mut()
             .map(|c| c.next().expect("every partition holds every flow"))
             .collect();
-        let dropped: u32 = all.iter().map(|f| f.packets_dropped).sum();
-        let (tx, rx) = (plan.host(all[0].def.src), plan.host(all[0].def.dst));
-        let (delivered, landed, finish, outcome) = {
-            let r = &all[rx as usize];
-            (r.delivered, r.landed, r.finish, r.outcome)
-        };
-        let mut f = all.swap_remove(tx as usize);
+        let tx = plan.host(all[0].def.src) as usize;
+        // Each side counts what it did; a time is set where it happened (on one side,
+        // or first where the requester also sets it on completion: `landed`).
+        let sum = |get: fn(&FlowState) -> u64| all.iter().map(get).sum::<u64>();
+        let first = |get: fn(&FlowState) -> Option<SimTime>| all.iter().filter_map(get).min();
+        let (segmented, delivered) = (sum(|f| f.segmented), sum(|f| f.delivered));
+        let packets_sent = sum(|f| f.packets_sent as u64) as u32;
+        let packets_dropped = sum(|f| f.packets_dropped as u64) as u32;
+        let retransmissions = sum(|f| f.retransmissions as u64) as u32;
+        let (landed, finish, failed_at) = (
+            first(|f| f.landed),
+            first(|f| f.finish),
+            first(|f| f.failed_at),
+        );
+        let started = all.iter().any(|f| f.started);
+        let outcome = all
+            .iter()
+            .map(|f| f.outcome)
+            .find(|o| *o != Outcome::Pending)
+            .unwrap_or(Outcome::Pending);
+        let mut f = all.swap_remove(tx);
+        f.segmented = segmented;
         f.delivered = delivered;
+        f.packets_sent = packets_sent;
+        f.packets_dropped = packets_dropped;
+        f.retransmissions = retransmissions;
         f.landed = landed;
         f.finish = finish;
+        f.failed_at = failed_at;
+        f.started = started;
         f.outcome = outcome;
-        f.packets_dropped = dropped;
         flows.push(f);
     }
+    // Queue pairs: each requester's own, from its partition; the responder copies give
+    // the responders' counters (those retired were counted as they retired).
+    let mut qps = Vec::new();
+    let mut responders = RcTotals::default();
+    for sim in sims.iter_mut() {
+        let part = sim.part.take().expect("a partition");
+        for (i, qp) in std::mem::take(&mut sim.qps).into_iter().enumerate() {
+            if !part.mirror.get(i).copied().unwrap_or(false) {
+                qps.push(qp);
+            } else if !qp.dead {
+                responders.duplicate_packets += qp.resp.stats.duplicates;
+                responders.acks_sent += qp.resp.stats.acks_sent;
+            }
+        }
+    }
     let mut sim = sims.swap_remove(0);
+    sim.rc_totals.merge(&responders);
     for o in &sims {
+        sim.rc_totals.merge(&o.rc_totals);
+        sim.cc_totals.cnps_sent += o.cc_totals.cnps_sent;
+        sim.cc_totals.cnps_received += o.cc_totals.cnps_received;
+        sim.cc_totals.rate_cuts += o.cc_totals.rate_cuts;
         sim.fault_totals.corrupted += o.fault_totals.corrupted;
         sim.fault_totals.random_drops += o.fault_totals.random_drops;
         sim.fault_totals.flap_drops += o.fault_totals.flap_drops;
@@ -417,6 +603,7 @@ fn merge(
     sim.switches = switches;
     sim.nics = nics;
     sim.flows = flows;
+    sim.qps = qps;
     sim.part = None;
     let mut out = sim.finish(st, events, peak.max(0) as u32);
     out.threads = plan.parts;

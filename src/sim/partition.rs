@@ -112,10 +112,16 @@ impl Plan {
     }
 
     /// The partition that handles `event`; `None` for events a partitioned run does not
-    /// carry (`flow_src` gives a flow's source host).
-    pub fn owner(&self, event: &Event, flow_src: impl Fn(u32) -> u32) -> Option<u16> {
+    /// carry (`flow_src` and `qp_src` give a flow's and a queue pair's source host).
+    pub fn owner(
+        &self,
+        event: &Event,
+        flow_src: impl Fn(u32) -> u32,
+        qp_src: impl Fn(u32) -> u32,
+    ) -> Option<u16> {
         Some(match *event {
             Event::FlowStart { flow } => self.host(flow_src(flow)),
+            Event::QpTimer { qp } => self.host(qp_src(qp)),
             Event::TxDone { port }
             | Event::PortWake { port }
             | Event::Pfc { port, .. }
@@ -198,16 +204,16 @@ mod tests {
         let (t, g) = fabric(2, 2, 1000);
         let p = Plan::new(&g, t.leaves, 2);
         let up = g.host_up(t.hosts() - 1);
-        assert_eq!(p.owner(&Event::TxDone { port: up }, |_| 0), Some(1));
+        assert_eq!(p.owner(&Event::TxDone { port: up }, |_| 0, |_| 0), Some(1));
         assert_eq!(
-            p.owner(&Event::FlowStart { flow: 3 }, |_| t.hosts() - 1),
+            p.owner(&Event::FlowStart { flow: 3 }, |_| t.hosts() - 1, |_| 0),
             Some(1)
         );
         let cross = (0..g.ports.len() as PortId)
             .find(|&q| p.sender(q) != p.receiver(q))
             .unwrap();
         assert_eq!(
-            p.owner(&Event::Arrive { port: cross }, |_| 0),
+            p.owner(&Event::Arrive { port: cross }, |_| 0, |_| 0),
             Some(p.receiver(cross))
         );
         assert_eq!(
@@ -216,10 +222,11 @@ mod tests {
                     port: cross,
                     pause: true
                 },
+                |_| 0,
                 |_| 0
             ),
             Some(p.sender(cross))
         );
-        assert_eq!(p.owner(&Event::Sample, |_| 0), None);
+        assert_eq!(p.owner(&Event::Sample, |_| 0, |_| 0), None);
     }
 }

@@ -53,12 +53,6 @@ impl LoopState {
             budget: MEMORY_BUDGET.get().copied(),
         }
     }
-
-    /// Whether the loop stopped for a reason of its own (a livelock, the watchdog, the
-    /// memory budget) rather than running out of events or reaching `limit`.
-    pub fn cut(&self) -> bool {
-        self.livelock || self.watchdog_stop.is_some() || self.out_of_memory.is_some()
-    }
 }
 
 impl Sim {
@@ -125,7 +119,11 @@ impl Sim {
             let (now, ev) = self.q.pop().expect("peeked");
             if let Some(part) = self.part.as_deref() {
                 debug_assert_eq!(
-                    part.plan.owner(&ev, |f| self.flows[f as usize].def.src),
+                    part.plan.owner(
+                        &ev,
+                        |f| self.flows[f as usize].def.src,
+                        |q| self.qps[q as usize].src
+                    ),
                     Some(part.me),
                     "{ev:?} handled by partition {}",
                     part.me
@@ -298,6 +296,7 @@ impl Sim {
             samples: self.samples,
             wall_seconds: st.wall.elapsed().as_secs_f64(),
             threads: 1,
+            one_thread_because: None,
             host: self.hostm.map(HostPipeline::into_output),
             collectives: self
                 .colls

@@ -14,11 +14,25 @@ use crate::packet::{
 use crate::rng::{stream_seed, Stream};
 use crate::routing::roce_qp_hashes;
 use crate::scenario::Connections;
-use crate::transport::rc::{AckInfo, AckKind, Op, TxRequest, WcStatus};
+use crate::transport::rc::{AckInfo, AckKind, Op, RcParams, TxRequest, WcStatus};
 use crate::units::{SimDuration, SimTime};
 
 /// An RC queue pair (`components::qp`).
 pub(super) type Qp = QueuePair;
+
+/// What opens a queue pair: enough for either end to build it (`open_queue_pair`; a run
+/// split over threads builds the responder's copy at its own end, `parallel`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct QpOpen {
+    pub at: SimTime,
+    pub src: u32,
+    pub dst: u32,
+    pub conn: u32,
+    pub flow_hash: u32,
+    pub reverse_hash: u32,
+    pub flow: FlowId,
+    pub posted_now: u32,
+}
 
 /// The direction a queue-pair job sends in: even jobs are requesters, odd ones READ
 /// responders.
@@ -67,6 +81,7 @@ impl Sim {
                 };
                 if let Some(&slot) = self.pairs.get(&(src, dst, conn)).filter(|_| shared) {
                     // An open connection: post to its send queue, or wait for room.
+                    self.tell_responder(flow, slot, None);
                     let qp = &mut self.qps[slot as usize];
                     self.flows[flow as usize].qp = slot;
                     self.flows[flow as usize].qp_gen = qp.gen;
@@ -81,14 +96,6 @@ impl Sim {
                 // pair opens; until then SENDs meet an empty receive queue. The requester
                 // learns the initial credit count at connection setup.
                 let posted_now = if delay == SimDuration::ZERO { depth } else { 0 };
-                let line = crate::cc::CcPath {
-                    line_rate_bps: self.topo.host_link.rate.0 as f64,
-                    switches: if self.topo.leaf_of(src) == self.topo.leaf_of(dst) {
-                        1
-                    } else {
-                        3
-                    },
-                };
                 let _ = op;
                 // The queue-pair numbers at both ends, drawn from the run's seed as a
                 // driver hands them out: a shared connection keeps its pair however often
@@ -106,10 +113,17 @@ impl Sim {
                     crate::rng::mix64(self.flows[flow as usize].flow_hash as u64)
                 };
                 let (flow_hash, reverse_hash) = roce_qp_hashes(qpns, src, dst);
-                let mut qp = QueuePair::new(
-                    now, src, dst, conn, flow_hash, flow, params, posted_now, self.cc, line,
-                );
-                qp.reverse_hash = reverse_hash;
+                let open = QpOpen {
+                    at: now,
+                    src,
+                    dst,
+                    conn,
+                    flow_hash,
+                    reverse_hash,
+                    flow,
+                    posted_now,
+                };
+                let qp = self.open_queue_pair(params, &open);
                 let slot = match self.free_qps.pop() {
                     Some(s) => {
                         let gen = self.qps[s as usize].gen.wrapping_add(1);
@@ -124,6 +138,7 @@ impl Sim {
                 };
                 self.flows[flow as usize].qp = slot;
                 self.flows[flow as usize].qp_gen = self.qps[slot as usize].gen;
+                self.tell_responder(flow, slot, Some(open));
                 if shared {
                     self.pairs.insert((src, dst, conn), slot);
                 }
@@ -145,6 +160,33 @@ impl Sim {
         }
         self.nics[src as usize].activate(job);
         self.kick(now, src);
+    }
+
+    /// A queue pair as `open` describes it, both halves fresh.
+    pub(super) fn open_queue_pair(&self, params: RcParams, open: &QpOpen) -> QueuePair {
+        let (src, dst) = (open.src, open.dst);
+        let line = crate::cc::CcPath {
+            line_rate_bps: self.topo.host_link.rate.0 as f64,
+            switches: if self.topo.leaf_of(src) == self.topo.leaf_of(dst) {
+                1
+            } else {
+                3
+            },
+        };
+        let mut qp = QueuePair::new(
+            open.at,
+            src,
+            dst,
+            open.conn,
+            open.flow_hash,
+            open.flow,
+            params,
+            open.posted_now,
+            self.cc,
+            line,
+        );
+        qp.reverse_hash = open.reverse_hash;
+        qp
     }
 
     /// The application posts `flow` on queue pair `slot` (which has room): at once
@@ -502,6 +544,7 @@ impl Sim {
             if !qp.req_listed && !qp.read_listed {
                 self.free_qps.push(slot);
             }
+            self.tell_responder_closed(slot);
             return;
         }
         if qp.req.has_work() && !qp.req_listed {
@@ -669,6 +712,7 @@ impl Sim {
         if p.flags & FLAG_ECN != 0 {
             self.notify(now, slot, p, false);
         }
+        self.touch_responder(slot);
         let qp = &mut self.qps[slot as usize];
         let a = qp.resp.handle_request(now, &req);
         if qp.resp.next_timeout().is_some() {
@@ -785,6 +829,18 @@ pub struct RcTotals {
 }
 
 impl RcTotals {
+    /// Adds another part's totals (a run split over threads, `parallel`).
+    pub(super) fn merge(&mut self, o: &RcTotals) {
+        self.first_transmissions += o.first_transmissions;
+        self.retransmissions += o.retransmissions;
+        self.timeouts += o.timeouts;
+        self.seq_naks += o.seq_naks;
+        self.rnr_naks += o.rnr_naks;
+        self.qp_errors += o.qp_errors;
+        self.duplicate_packets += o.duplicate_packets;
+        self.acks_sent += o.acks_sent;
+    }
+
     pub(super) fn add(&mut self, s: &crate::transport::rc::RequesterStats) {
         self.first_transmissions += s.first_transmissions;
         self.retransmissions += s.retransmissions;
