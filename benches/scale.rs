@@ -10,6 +10,8 @@
 //!   load from 128 hosts (about 2,200 flows);
 //! - `permutation-8192`: `benches/scenarios/permutation-8192.yaml`, 8,192 hosts at
 //!   400 Gb/s, a 1 MB permutation;
+//! - `permutation-8192-threads-2`, `permutation-256-pfc-threads-2`: the same split over
+//!   two threads (`run --threads 2`, `sim::parallel`; same results);
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
 //! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 25 CPU-minutes):
 //!   `benches/scenarios/allreduce-4096.yaml`;
@@ -38,39 +40,58 @@ fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let large = std::env::var("DOORBELL_BENCH_LARGE").is_ok_and(|v| v == "1");
-    let cases: Vec<(&str, &str, Vec<String>)> = vec![
+    // (name, scenario, overrides, threads: `run --threads`, the fabric split over them)
+    let cases: Vec<(&str, &str, Vec<String>, usize)> = vec![
         (
             "permutation-256-pfc",
             "scenarios/permutation-256.yaml",
             vec!["flow_control.mode=pfc".into()],
+            1,
         ),
         (
             "websearch-128",
             "benches/scenarios/websearch-128.yaml",
             vec![],
+            1,
         ),
         (
             "permutation-8192",
             "benches/scenarios/permutation-8192.yaml",
             vec![],
+            1,
+        ),
+        (
+            "permutation-8192-threads-2",
+            "benches/scenarios/permutation-8192.yaml",
+            vec![],
+            2,
+        ),
+        (
+            "permutation-256-pfc-threads-2",
+            "scenarios/permutation-256.yaml",
+            vec!["flow_control.mode=pfc".into()],
+            2,
         ),
         (
             "allreduce-1024",
             "benches/scenarios/allreduce-1024.yaml",
             vec![],
+            1,
         ),
         (
             "allreduce-4096",
             "benches/scenarios/allreduce-4096.yaml",
             vec![],
+            1,
         ),
         (
             "allreduce-16384",
             "benches/scenarios/allreduce-16384.yaml",
             vec![],
+            1,
         ),
     ];
-    for (name, file, set) in cases {
+    for (name, file, set, threads) in cases {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
@@ -81,7 +102,11 @@ fn main() {
         let sc = load(&root.join(file), &Overrides { seed: None, set }).expect("bench scenario");
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         let wall = Instant::now();
-        let out = doorbell::sim::run(&sc);
+        let out = if threads > 1 {
+            doorbell::sim::run_split(&sc, threads).expect("a scenario the split covers")
+        } else {
+            doorbell::sim::run(&sc)
+        };
         let secs = wall.elapsed().as_secs_f64();
         println!(
             "{name}: {} events in {secs:.2} s wall ({:.2} M events/s), peak RSS {}",

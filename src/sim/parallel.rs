@@ -609,3 +609,59 @@ fn merge(
     out.threads = plan.parts;
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peak of packets in flight across partitions is the peak of their sum in key
+    /// order, rises within an event included, not the sum of each one's peak.
+    #[test]
+    fn the_peak_in_flight_follows_the_merged_order() {
+        let mut f = Flight::default();
+        // Partition 0 makes 3 packets at key 1 and frees them at key 4; partition 1
+        // makes 2 at key 2, and at key 3 makes one and frees two (it rose by 1 within).
+        let mut logs = vec![vec![(1, 3, 3), (4, -3, 0)], vec![(2, 2, 2), (3, -1, 1)]];
+        f.fold(&mut logs);
+        assert_eq!((f.alive, f.peak), (1, 6));
+        assert!(logs.iter().all(Vec::is_empty));
+        // The next window starts from what is alive.
+        let mut logs = vec![vec![(5, 2, 2)], vec![]];
+        f.fold(&mut logs);
+        assert_eq!((f.alive, f.peak), (3, 6));
+        let mut logs = vec![vec![(6, 5, 5)], vec![(7, -8, 0)]];
+        f.fold(&mut logs);
+        assert_eq!((f.alive, f.peak), (0, 8));
+    }
+
+    /// Scenarios the split does not cover say why; one that it does gets no more
+    /// partitions than it has leaves or spines.
+    #[test]
+    fn what_runs_on_one_thread_says_why() {
+        let yaml = |extra: &str| {
+            format!(
+                "name: t\ntopology: {{ leaves: 4, spines: 2, hosts_per_leaf: 2, \
+                 host_link: {{ rate: 100Gbps, latency: 1us }}, \
+                 fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
+                 workload:\n  - permutation: {{ size: 1MB }}\n{extra}"
+            )
+        };
+        let load =
+            |y: String| crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap();
+        assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
+        assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
+        let cases = [
+            ("flow_control: { mode: ib_credit }\n", "IB credit"),
+            (
+                "timeseries: { interval: 1us, ports: [host0->leaf0] }\n",
+                "time series",
+            ),
+            ("transport: { rc: { operation: read } }\n", "READ"),
+            ("cc: { algorithm: hpcc }\n", "HPCC"),
+        ];
+        for (extra, why) in cases {
+            let e = plan_threads(&load(yaml(extra)), 2).unwrap_err();
+            assert!(e.contains(why), "{extra}: {e}");
+        }
+    }
+}

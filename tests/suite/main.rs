@@ -32,5 +32,6 @@ mod robustness;
 mod shapes;
 mod sweep;
 mod swift;
+mod threads;
 mod training;
 mod validation;

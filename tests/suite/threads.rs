@@ -1,0 +1,228 @@
+//! `run --threads N` (issue 17): a run split over partitions of the fabric writes the
+//! same bytes as on one thread. Each case runs at 1, 2 and 3 threads and compares every
+//! result file but `perf.json` (wall times), which must say the run was split (or why it
+//! was not).
+
+use crate::common::{bin, result_files, stderr};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("doorbell-threads-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `scenario` with `set` at `threads` into `out`; every result file's bytes, and
+/// the `threads` figure of each perf.json (one per run: a compare writes one per set).
+fn run(
+    scenario: &Path,
+    set: &[&str],
+    threads: u32,
+    out: &Path,
+) -> (BTreeMap<PathBuf, Vec<u8>>, Vec<String>) {
+    let t = threads.to_string();
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--quiet",
+        "--no-plot",
+        "--force",
+        "--threads",
+        &t,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    let o = bin().args(&args).output().unwrap();
+    assert!(
+        matches!(o.status.code(), Some(0 | 4)),
+        "doorbell {args:?}: {}",
+        stderr(&o)
+    );
+    let files = result_files(out)
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(out.join(&p)).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    let mut perf = Vec::new();
+    let mut stack = vec![out.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "perf.json") {
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                perf.push(format!(
+                    "{}{}",
+                    v["threads"],
+                    v.get("one_thread_because")
+                        .map_or(String::new(), |w| format!(" ({w})"))
+                ));
+            }
+        }
+    }
+    perf.sort();
+    (files, perf)
+}
+
+/// Runs `scenario` at 1, 2 and 3 threads: the same files, byte for byte; returns what
+/// perf.json said of the split at 2 and 3 threads.
+fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String>; 2] {
+    let dirs: Vec<PathBuf> = (1..=3).map(|t| tmpdir(&format!("{name}-{t}"))).collect();
+    let (one, perf1) = run(scenario, set, 1, &dirs[0]);
+    assert!(one.len() >= 3, "{name}: {:?}", one.keys());
+    assert!(perf1.iter().all(|p| p == "1"), "{name}: {perf1:?}");
+    let mut perfs = Vec::new();
+    for (t, d) in [(2, &dirs[1]), (3, &dirs[2])] {
+        let (files, perf) = run(scenario, set, t, d);
+        assert_eq!(
+            one.keys().collect::<Vec<_>>(),
+            files.keys().collect::<Vec<_>>(),
+            "{name} at {t} threads"
+        );
+        for (p, bytes) in &one {
+            assert!(
+                bytes == &files[p],
+                "{name}: {} differs between 1 and {t} threads",
+                p.display()
+            );
+        }
+        perfs.push(perf);
+    }
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    [perfs.remove(0), perfs.remove(0)]
+}
+
+/// A small fabric (4 leaves, 4 spines, 4 hosts each) in the transports and flow controls
+/// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), RC with PFC and
+/// DCQCN (pauses and CNPs crossing partitions), bare packets with PFC, cut-through
+/// switches, Poisson web-search arrivals. Each is split (perf.json says 2, then 3).
+#[test]
+fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
+    let dir = tmpdir("small");
+    let sc = dir.join("small.yaml");
+    std::fs::write(
+        &sc,
+        "name: small\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
+         host_link: { rate: 100Gbps, latency: 1us }\n  fabric_link: { rate: 100Gbps, latency: 700ns }\n\
+         switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\nworkload:\n  \
+         - permutation: { size: 300KB }\n  - incast: { senders: 6, receiver: 5, size: 200KB, start: 20us }\n  \
+         - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
+    )
+    .unwrap();
+    let cases: [(&str, &[&str]); 5] = [
+        ("rc-lossy", &[]),
+        (
+            "rc-pfc-dcqcn",
+            &["flow_control.mode=pfc", "cc.algorithm=dcqcn"],
+        ),
+        ("raw-pfc", &["transport.mode=raw", "flow_control.mode=pfc"]),
+        (
+            "cut-through",
+            &["switch.forwarding=cut_through", "flow_control.mode=pfc"],
+        ),
+        ("shared-qps", &["transport.rc.connections=per_host_pair"]),
+    ];
+    for (name, set) in cases {
+        let [two, three] = same_bytes_at_1_2_3(name, &sc, set);
+        assert_eq!(two, ["2"], "{name}");
+        assert_eq!(three, ["3"], "{name}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Every shipped scenario the split covers runs at 1, 2 and 3 threads with the same
+/// bytes; every other one says why it runs on one thread (running it at 2 or 3 would
+/// run the one-thread code again). At least 8 of them split.
+#[test]
+fn shipped_scenarios_write_the_same_bytes_on_1_2_and_3_threads() {
+    let mut split = Vec::new();
+    let mut one = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    for f in files {
+        let sc = doorbell::scenario::load(&f, &Default::default()).unwrap();
+        let name = f.file_stem().unwrap().to_str().unwrap().to_string();
+        match doorbell::sim::plan_threads(&sc, 3) {
+            Ok(parts) => {
+                assert!(parts >= 2, "{name}");
+                let [two, three] = same_bytes_at_1_2_3(&name, &f, &[]);
+                // A compare's sets may each fall back (a set with HPCC, say).
+                assert!(
+                    two.iter().chain(&three).any(|p| p != "1"),
+                    "{name} never split: {two:?} {three:?}"
+                );
+                split.push(name);
+            }
+            Err(why) => {
+                assert!(!why.is_empty());
+                one.push(name);
+            }
+        }
+    }
+    assert!(split.len() >= 8, "split: {split:?}; one thread: {one:?}");
+}
+
+/// A packet that reaches a queue pair in the window its requester retired it in (a
+/// go-back-N straggler under packet spraying) cannot be placed as one thread would:
+/// the run goes again on one thread, says why in perf.json, and writes the same bytes.
+#[test]
+fn a_straggler_at_a_retired_queue_pair_sends_the_run_to_one_thread() {
+    let sc = root().join("scenarios/ecmp-collisions.yaml");
+    let set = ["compare=[]", "routing=spray"];
+    let [two, _] = same_bytes_at_1_2_3("straggler", &sc, &set);
+    assert_eq!(two.len(), 1);
+    assert!(two[0].starts_with("1 ("), "{two:?}");
+    assert!(two[0].contains("retired"), "{two:?}");
+}
+
+/// `--threads 0` is refused; a scenario the split does not cover says why on stderr.
+#[test]
+fn threads_are_checked_and_a_fallback_is_said() {
+    let sc = root().join("scenarios/quickstart.yaml");
+    let sc = sc.to_str().unwrap();
+    let o = bin().args(["run", sc, "--threads", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--threads"), "{}", stderr(&o));
+    let d = tmpdir("note");
+    let o = bin()
+        .args([
+            "run",
+            sc,
+            "--threads",
+            "2",
+            "--no-plot",
+            "--force",
+            "--set",
+            "duration=50us",
+            "--out",
+            d.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("runs on one thread (not split over threads yet: IB credit"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
