@@ -455,10 +455,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Of `n` partitions' copies of each component, the owner's (`owner(i)` for the i-th).
-fn pick<T>(all: Vec<Vec<T>>, owner: impl Fn(usize) -> u16) -> Vec<T> {
-    let len = all.first().map_or(0, Vec::len);
-    let mut copies: Vec<_> = all.into_iter().map(Vec::into_iter).collect();
+/// Of the partitions' copies of a component vector (`field`), the owner's of each
+/// (`owner(i)` for the i-th); the copies are taken out of the partitions.
+fn pick<T>(
+    sims: &mut [Sim],
+    field: impl Fn(&mut Sim) -> &mut Vec<T>,
+    owner: impl Fn(usize) -> u16,
+) -> Vec<T> {
+    let mut copies: Vec<_> = sims
+        .iter_mut()
+        .map(|s| std::mem::take(field(s)).into_iter())
+        .collect();
+    let len = copies.first().map_or(0, |c| c.len());
     (0..len)
         .map(|i| {
             let o = owner(i) as usize;
@@ -496,36 +504,15 @@ fn merge(
     st.stopped = stopped;
     st.last = last;
     st.wall = wall;
-    let ports = pick(
-        sims.iter_mut()
-            .map(|s| std::mem::take(&mut s.ports))
-            .collect(),
-        |p| plan.sender(p as PortId),
-    );
-    let wires = pick(
-        sims.iter_mut()
-            .map(|s| std::mem::take(&mut s.wires))
-            .collect(),
-        |p| plan.receiver(p as PortId),
-    );
+    let ports = pick(&mut sims, |s| &mut s.ports, |p| plan.sender(p as PortId));
+    let wires = pick(&mut sims, |s| &mut s.wires, |p| plan.receiver(p as PortId));
     let ingress = pick(
-        sims.iter_mut()
-            .map(|s| std::mem::take(&mut s.ingress))
-            .collect(),
+        &mut sims,
+        |s| &mut s.ingress,
         |p| plan.receiver(p as PortId),
     );
-    let switches = pick(
-        sims.iter_mut()
-            .map(|s| std::mem::take(&mut s.switches))
-            .collect(),
-        |s| plan.switch(s as u32),
-    );
-    let nics = pick(
-        sims.iter_mut()
-            .map(|s| std::mem::take(&mut s.nics))
-            .collect(),
-        |h| plan.host(h as u32),
-    );
+    let switches = pick(&mut sims, |s| &mut s.switches, |s| plan.switch(s as u32));
+    let nics = pick(&mut sims, |s| &mut s.nics, |h| plan.host(h as u32));
     let mut copies: Vec<_> = sims
         .iter_mut()
         .map(|s| std::mem::take(&mut s.flows).into_iter())
