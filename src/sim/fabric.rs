@@ -56,6 +56,11 @@ impl Sim {
             if to != part.me {
                 let w = self.wires[port as usize]
                     .in_flight(tx.pkt, tx.route, tx.wire, tx.start, tx.end);
+                if self.telemetry || self.timestamps {
+                    // What rides beside the packet in the pool (HPCC's, Swift's).
+                    let side = (self.pool.telemetry(tx.pkt), self.pool.sent_at(tx.pkt));
+                    part.side_out[to as usize].push(side);
+                }
                 let packet = self.pool.hand_off(tx.pkt);
                 part.outbox[to as usize].push(Msg::Packet {
                     port,

@@ -25,16 +25,19 @@
 //! event's change (`PacketPool::take_marks`), merged in key order at each barrier.
 //!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! the RC transport (a queue pair's two halves live at its two ends), the host model,
-//! collectives and training, time series, flows that wait on others. A run that the
-//! livelock check, the watchdog or the memory budget stops in any partition is run
-//! again on one thread, so that what stopped it, and when, is the one-thread run's.
+//! IB credit flow control, RDMA READ, out-of-order RC, the host model, collectives and
+//! training, time series, flows that wait on others, a fabric of one leaf or one spine.
+//! A run that the livelock check, the watchdog or the memory budget stops in any
+//! partition, or in which a straggler reaches a queue pair in the window its requester
+//! retired it (`Msg::QpClosed`), is run again on one thread, so that what it reports is
+//! the one-thread run's.
 
 use super::idmap::IdMap;
 use super::partition::Plan;
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
 use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources};
+use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId};
 use crate::packet::Packet;
@@ -74,6 +77,13 @@ pub(super) enum Msg {
     QpClosed { slot: u32, key: u128 },
 }
 
+/// A packet's per-hop telemetry and send time, beside it in the pool.
+pub(super) type Side = (Telemetry, SimTime);
+
+/// What one partition sends another in a window: messages, and the side tables of the
+/// packets among them (when the algorithm reads them), in the same order.
+type Mail = (Vec<Msg>, Vec<Side>);
+
 /// A partition's share of a run split over threads.
 #[derive(Debug)]
 pub(super) struct Part {
@@ -81,6 +91,9 @@ pub(super) struct Part {
     pub plan: Arc<Plan>,
     /// What goes to each partition at the next barrier, in the order it was made.
     pub outbox: Vec<Vec<Msg>>,
+    /// Beside each packet in `outbox`, when the algorithm reads them: its per-hop
+    /// telemetry and send time (the pool's side tables).
+    pub side_out: Vec<Vec<Side>>,
     /// Per event that changed the packets alive: its key, the change, and the most they
     /// rose within it.
     pub pool_log: Vec<(u128, i64, i64)>,
@@ -113,12 +126,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
         // lets it go (`EgressPort::credits_returning`): whether that takes an event
         // depends on the port's state then, which the other partition cannot see.
         return Some("IB credit flow control");
-    }
-    if sc
-        .cc
-        .is_some_and(|c| c.wants_telemetry() || c.wants_timestamps())
-    {
-        return Some("congestion control that reads telemetry or RTTs (HPCC, Swift)");
     }
     if sc.host.is_some() {
         return Some("the host model");
@@ -170,6 +177,7 @@ impl Sim {
         sim.part = Some(Box::new(Part {
             me,
             outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
+            side_out: (0..plan.parts).map(|_| Vec::new()).collect(),
             plan,
             pool_log: Vec::new(),
             mirrors: IdMap::default(),
@@ -230,7 +238,8 @@ impl Sim {
     }
 
     /// At a barrier: puts in place what partition `from` sent this one.
-    fn take_messages(&mut self, from: u16, msgs: Vec<Msg>) {
+    fn take_messages(&mut self, from: u16, (msgs, side): Mail) {
+        let mut side = side.into_iter();
         for m in msgs {
             match m {
                 Msg::QpOpen { slot, open } => {
@@ -280,6 +289,11 @@ impl Sim {
                     packet,
                 } => {
                     on_wire.pkt = self.pool.take_in(packet);
+                    if self.telemetry || self.timestamps {
+                        let (t, sent) = side.next().expect("a packet's side tables");
+                        self.pool.set_telemetry(on_wire.pkt, t);
+                        self.pool.set_sent_at(on_wire.pkt, sent);
+                    }
                     if let Some(at) = self.wires[port as usize].receive(on_wire) {
                         self.q
                             .schedule(at, self.src.wire(port), Event::Arrive { port });
@@ -310,7 +324,7 @@ const DIVERGED: &str =
 struct Shared {
     barrier: Barrier,
     /// `mail[to][from]`: what partition `from` sent `to` in the last window.
-    mail: Vec<Vec<Mutex<Vec<Msg>>>>,
+    mail: Vec<Vec<Mutex<Mail>>>,
     /// Each partition's earliest event after taking its mail.
     next: Vec<AtomicU64>,
     /// Each partition's pool log of the last window.
@@ -367,7 +381,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     let shared = Shared {
         barrier: Barrier::new(n),
         mail: (0..n)
-            .map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect())
+            .map(|_| (0..n).map(|_| Mutex::new(Mail::default())).collect())
             .collect(),
         next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
         logs: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
@@ -414,7 +428,9 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         let part = sim.part.as_deref_mut().expect("a partition");
                         for (to, out) in part.outbox.iter_mut().enumerate() {
                             if !out.is_empty() {
-                                lock(&shared.mail[to][m]).append(out);
+                                let mut mail = lock(&shared.mail[to][m]);
+                                mail.0.append(out);
+                                mail.1.append(&mut part.side_out[to]);
                             }
                         }
                         lock(&shared.logs[m]).append(&mut part.pool_log);
@@ -644,7 +660,6 @@ mod tests {
                 "time series",
             ),
             ("transport: { rc: { operation: read } }\n", "READ"),
-            ("cc: { algorithm: hpcc }\n", "HPCC"),
         ];
         for (extra, why) in cases {
             let e = plan_threads(&load(yaml(extra)), 2).unwrap_err();

@@ -108,9 +108,12 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
 }
 
 /// A small fabric (4 leaves, 4 spines, 4 hosts each) in the transports and flow controls
-/// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), RC with PFC and
-/// DCQCN (pauses and CNPs crossing partitions), bare packets with PFC, cut-through
-/// switches, Poisson web-search arrivals. Each is split (perf.json says 2, then 3).
+/// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), a run cut short
+/// by its duration, link faults (a flap, random drops, bit errors), RC with PFC and DCQCN
+/// (pauses and CNPs crossing partitions), HPCC and Swift (telemetry and send times
+/// crossing), bare packets with PFC, cut-through switches,
+/// shared queue pairs; Poisson web-search arrivals throughout. Each is split (perf.json
+/// says 2, then 3).
 #[test]
 fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
     let dir = tmpdir("small");
@@ -124,13 +127,26 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
          - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
     )
     .unwrap();
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 9] = [
         ("rc-lossy", &[]),
+        // Cut short with packets on the wires, queue pairs open, flows unfinished.
+        ("duration", &["duration=37us", "flow_control.mode=pfc"]),
+        // A leaf-spine link down for 30 us, random drops and bit errors (go-back-N).
+        (
+            "faults",
+            &[
+                "faults={flaps: [{link: leaf0->spine1#0, at: 10us, for: 30us}], \
+                 drop_probability: 0.001, ber: 1e-7}",
+            ],
+        ),
         (
             "rc-pfc-dcqcn",
             &["flow_control.mode=pfc", "cc.algorithm=dcqcn"],
         ),
         ("raw-pfc", &["transport.mode=raw", "flow_control.mode=pfc"]),
+        // Per-hop telemetry and send times ride beside the packets that cross.
+        ("hpcc", &["flow_control.mode=pfc", "cc.algorithm=hpcc"]),
+        ("swift", &["cc.algorithm=swift"]),
         (
             "cut-through",
             &["switch.forwarding=cut_through", "flow_control.mode=pfc"],
