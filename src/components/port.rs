@@ -406,6 +406,25 @@ impl EgressPort {
         }
     }
 
+    /// IB, a run split over threads (`sim::parallel`): whether the port waits for credit,
+    /// whether a wake-up is scheduled, and the keys of the credits on their way back.
+    pub fn credit_state(&self) -> (bool, bool, impl Iterator<Item = u128> + '_) {
+        (
+            self.stall_since.is_some(),
+            self.credit_wake,
+            self.returning.iter().map(|e| e.0),
+        )
+    }
+
+    /// IB, a run split over threads: credits on their way back, taken at a barrier
+    /// without deciding a wake-up (`sim::parallel` decides it as one thread would have),
+    /// and whether a wake-up is scheduled.
+    pub fn credits_returning_as(&mut self, key: u128, blocks: u32, wake_scheduled: bool) {
+        debug_assert!(self.returning.back().map_or(true, |&(k, _)| k < key));
+        self.returning.push_back((key, blocks));
+        self.credit_wake = wake_scheduled;
+    }
+
     /// IB: the key of the first credit on its way back, once, if the port waits for
     /// credit (its data head found too little) and no wake-up is scheduled for it.
     #[inline]

@@ -29,7 +29,7 @@ impl Sim {
     /// what the port needs travels beside its id, so a busy port does not miss the cache
     /// on every packet it sends.
     #[inline]
-    fn launch(&mut self, port: PortId, tx: Transmit) {
+    pub(super) fn launch(&mut self, port: PortId, tx: Transmit) {
         if tx.ecn_marked {
             self.pool.get_mut(tx.pkt).flags |= FLAG_ECN;
         }
@@ -101,6 +101,7 @@ impl Sim {
                         port,
                         key: self.q.reserve(at, src),
                         blocks,
+                        pushed: self.q.current_key(),
                     })
                 }
                 Upstream::Credit { at, blocks } => Some(Msg::Event {
@@ -237,6 +238,9 @@ impl Sim {
 
     /// An idle switch port starts its next packet, if it can.
     pub(super) fn try_start(&mut self, now: SimTime, port: PortId) {
+        if self.part.as_deref().is_some_and(|p| p.logs_credits(port)) {
+            return self.try_start_logged(now, port);
+        }
         let p = &mut self.ports[port as usize];
         p.land_credits(self.q.current_key());
         match p.poll_transmit(now) {

@@ -24,8 +24,14 @@
 //! them. The peak of packets in flight is found across partitions from a log of each
 //! event's change (`PacketPool::take_marks`), merged in key order at each barrier.
 //!
+//! IB credits: whether one thread schedules a waiting switch port's wake-up depends on
+//! the port's state when the far end lets a credit go, so such a port logs what its
+//! events did to its credit bookkeeping and the barrier replays the log against the
+//! returns in key order, scheduling the wake-ups one thread would have
+//! (`Sim::reconcile_credits`).
+//!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! IB credit flow control, RDMA READ, out-of-order RC, the host model, collectives and
+//! IB credits read by the routing, RDMA READ, out-of-order RC, the host model, collectives and
 //! training, time series, flows that wait on others, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a straggler reaches a queue pair in the window its requester
@@ -41,6 +47,7 @@ use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId};
 use crate::packet::Packet;
+use crate::routing::LoadSignal;
 use crate::scenario::{Scenario, Transport};
 use crate::transport::rc::Op;
 use crate::units::{SimDuration, SimTime};
@@ -66,6 +73,9 @@ pub(super) enum Msg {
         port: PortId,
         key: u128,
         blocks: u32,
+        /// The key of the event that let them go (where one thread would have decided
+        /// the port's wake-up).
+        pushed: u128,
     },
     /// A requester here opened queue pair `slot` (its number here) towards a responder
     /// there, which builds its own copy.
@@ -106,6 +116,40 @@ pub(super) struct Part {
     /// A packet reached a queue pair after its requester had retired it, in a window
     /// where this partition could not know: the run goes again on one thread.
     pub diverged: bool,
+    /// IB: the switch ports here whose credits come back from another partition; for
+    /// each touched in this window, its credit state before the window, and what each
+    /// of its events did (`CreditStep`); the returns taken at the barrier.
+    credit_cross: Vec<bool>,
+    credit_start: IdMap<PortId, (bool, bool, Vec<u128>)>,
+    credit_steps: Vec<CreditStep>,
+    returns: Vec<(PortId, u128, u128, u32)>,
+    /// The end of the last window: keys before it are handled.
+    window_end: SimTime,
+}
+
+/// What an event did to a port's credit bookkeeping (IB, a run split over threads):
+/// credits landed, whether it then waited for credit, whether it asked for a wake-up
+/// and under which key one was scheduled.
+#[derive(Debug, Clone, Copy)]
+struct CreditStep {
+    port: PortId,
+    key: u128,
+    landed: u32,
+    stalled: bool,
+    asked: bool,
+    got: Option<u128>,
+}
+
+impl Part {
+    /// Whether `port`'s credit bookkeeping is logged (its credits come back from
+    /// another partition).
+    #[inline]
+    pub fn logs_credits(&self, port: PortId) -> bool {
+        self.credit_cross
+            .get(port as usize)
+            .copied()
+            .unwrap_or(false)
+    }
 }
 
 /// Why `sc` cannot be split over threads, if it cannot.
@@ -121,11 +165,11 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
             return Some("a receive-posting delay");
         }
     }
-    if matches!(sc.flow_control, FlowControl::IbCredit { .. }) {
-        // A switch port waiting for credit is woken by a credit's return as its sender
-        // lets it go (`EgressPort::credits_returning`): whether that takes an event
-        // depends on the port's state then, which the other partition cannot see.
-        return Some("IB credit flow control");
+    if matches!(sc.flow_control, FlowControl::IbCredit { .. })
+        && sc.routing.load == LoadSignal::QueueAndCredits
+    {
+        // Routing lands a port's returning credits outside its own events.
+        return Some("IB credits read by the routing");
     }
     if sc.host.is_some() {
         return Some("the host model");
@@ -174,6 +218,14 @@ impl Sim {
             sim.q
                 .schedule(at, Sources::WORKLOAD, Event::FlowStart { flow: first });
         }
+        let ib = matches!(sc.flow_control, FlowControl::IbCredit { .. });
+        let credit_cross = (0..sim.ports.len() as PortId)
+            .map(|p| {
+                ib && sim.ports[p as usize].switch.is_some()
+                    && plan.sender(p) == me
+                    && plan.receiver(p) != me
+            })
+            .collect();
         sim.part = Some(Box::new(Part {
             me,
             outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
@@ -184,6 +236,11 @@ impl Sim {
             mirror: Vec::new(),
             touched: Vec::new(),
             diverged: false,
+            credit_cross,
+            credit_start: IdMap::default(),
+            credit_steps: Vec::new(),
+            returns: Vec::new(),
+            window_end: SimTime::ZERO,
         }));
         sim
     }
@@ -234,6 +291,147 @@ impl Sim {
             if let Some(t) = part.touched.get_mut(slot as usize) {
                 *t = self.q.current_key();
             }
+        }
+    }
+
+    /// `try_start` on a switch port whose credits come back from another partition:
+    /// the same, and what it did to the port's credit bookkeeping is logged for the
+    /// barrier (`reconcile_credits`).
+    pub(super) fn try_start_logged(&mut self, now: SimTime, port: PortId) {
+        let key = self.q.current_key();
+        let p = &mut self.ports[port as usize];
+        let part = self.part.as_deref_mut().expect("a partition");
+        let (stalled, cw, keys) = p.credit_state();
+        let before = keys.count();
+        part.credit_start.entry(port).or_insert_with(|| {
+            let (_, _, keys) = p.credit_state();
+            (stalled, cw, keys.collect())
+        });
+        p.land_credits(key);
+        let landed = (before - p.credit_state().2.count()) as u32;
+        let (mut asked, mut got) = (false, None);
+        match p.poll_transmit(now) {
+            Ok(tx) => {
+                let stalled = p.credit_state().0;
+                part.credit_steps.push(CreditStep {
+                    port,
+                    key,
+                    landed,
+                    stalled,
+                    asked,
+                    got,
+                });
+                return self.launch(port, tx);
+            }
+            Err(Some(wake)) => self
+                .q
+                .schedule(wake, self.src.port(port), Event::PortWake { port }),
+            Err(None) => {
+                asked = true;
+                got = p.credit_wake_due();
+                if let Some(k) = got {
+                    self.q
+                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                }
+            }
+        }
+        let stalled = self.ports[port as usize].credit_state().0;
+        let part = self.part.as_deref_mut().expect("a partition");
+        part.credit_steps.push(CreditStep {
+            port,
+            key,
+            landed,
+            stalled,
+            asked,
+            got,
+        });
+    }
+
+    /// At a barrier, IB: the credits the other partitions let go in the last window
+    /// join their ports' returns, and each port's wake-ups become those one thread
+    /// would have scheduled. One thread decides a wake-up as each return is let go (if
+    /// the port waits for credit and none is scheduled) and each time the port finds too
+    /// little credit (under the first return's key), so the port's log and the returns
+    /// are replayed in key order: a wake-up one thread would have scheduled and this
+    /// partition did not is scheduled now (its key is past the window: returns land a
+    /// link's latency after they are let go); one due inside the window, or one this
+    /// partition scheduled and one thread would not have, cannot be mended, and the run
+    /// goes again on one thread.
+    fn reconcile_credits(&mut self) {
+        let part = self.part.as_deref_mut().expect("a partition");
+        let mut returns = std::mem::take(&mut part.returns);
+        // By port, each port's in the order they were let go (one partition sends them).
+        returns.sort_by_key(|r| r.0);
+        let steps = std::mem::take(&mut part.credit_steps);
+        let mut start = std::mem::take(&mut part.credit_start);
+        let window_end = part.window_end;
+        let mut i = 0;
+        while i < returns.len() {
+            let port = returns[i].0;
+            let mut j = i;
+            while j < returns.len() && returns[j].0 == port {
+                j += 1;
+            }
+            let (mut stalled, mut cw, old) = start.remove(&port).unwrap_or_else(|| {
+                let (s, c, keys) = self.ports[port as usize].credit_state();
+                (s, c, keys.collect())
+            });
+            let mut old: std::collections::VecDeque<u128> = old.into();
+            let mut new: Vec<u128> = Vec::new();
+            let (mut one, mut mine) = (Vec::new(), Vec::new());
+            let mut own = steps.iter().filter(|s| s.port == port).peekable();
+            let mut pushes = returns[i..j].iter().peekable();
+            loop {
+                let step_first = match (own.peek(), pushes.peek()) {
+                    (Some(s), Some(r)) => s.key < r.1,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                if step_first {
+                    let s = own.next().expect("peeked");
+                    for _ in 0..s.landed {
+                        old.pop_front();
+                    }
+                    if s.landed > 0 {
+                        cw = false;
+                    }
+                    stalled = s.stalled;
+                    if s.asked && stalled && !cw {
+                        if let Some(&front) = old.front().or(new.first()) {
+                            one.push(front);
+                            cw = true;
+                        }
+                    }
+                    mine.extend(s.got);
+                } else {
+                    let r = pushes.next().expect("peeked");
+                    new.push(r.2);
+                    if stalled && !cw {
+                        let front = *old.front().or(new.first()).expect("a return");
+                        one.push(front);
+                        cw = true;
+                    }
+                }
+            }
+            for &k in &one {
+                if mine.contains(&k) {
+                    continue;
+                }
+                if (k >> 64) as u64 >= window_end.0 {
+                    self.q
+                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                } else {
+                    self.part.as_deref_mut().expect("a partition").diverged = true;
+                }
+            }
+            if mine.iter().any(|k| !one.contains(k)) {
+                self.part.as_deref_mut().expect("a partition").diverged = true;
+            }
+            for &(_, _, key, blocks) in &returns[i..j] {
+                self.ports[port as usize].credits_returning_as(key, blocks, cw);
+            }
+            i = j;
         }
     }
 
@@ -300,11 +498,14 @@ impl Sim {
                     }
                 }
                 Msg::Event { key, event } => self.q.schedule_reserved(key, event),
-                Msg::Returning { port, key, blocks } => {
-                    if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
-                        self.q
-                            .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                    }
+                Msg::Returning {
+                    port,
+                    key,
+                    blocks,
+                    pushed,
+                } => {
+                    let part = self.part.as_deref_mut().expect("a partition");
+                    part.returns.push((port, pushed, key, blocks));
                 }
             }
         }
@@ -405,6 +606,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                             let msgs = std::mem::take(&mut *lock(&shared.mail[m][from]));
                             sim.take_messages(from as u16, msgs);
                         }
+                        sim.reconcile_credits();
                         if sim.part.as_deref().is_some_and(|p| p.diverged) {
                             shared.stop(DIVERGED);
                         }
@@ -425,6 +627,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         }
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
                         sim.advance(&mut st, Some(end));
+                        sim.part.as_deref_mut().expect("a partition").window_end = end;
                         let part = sim.part.as_deref_mut().expect("a partition");
                         for (to, out) in part.outbox.iter_mut().enumerate() {
                             if !out.is_empty() {
@@ -654,7 +857,6 @@ mod tests {
         assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
         assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
         let cases = [
-            ("flow_control: { mode: ib_credit }\n", "IB credit"),
             (
                 "timeseries: { interval: 1us, ports: [host0->leaf0] }\n",
                 "time series",

@@ -111,7 +111,8 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
 /// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), a run cut short
 /// by its duration, link faults (a flap, random drops, bit errors), RC with PFC and DCQCN
 /// (pauses and CNPs crossing partitions), HPCC and Swift (telemetry and send times
-/// crossing), bare packets with PFC, cut-through switches,
+/// crossing), IB credits (returns crossing, wake-ups decided as on one thread), bare
+/// packets with PFC, cut-through switches,
 /// shared queue pairs; Poisson web-search arrivals throughout. Each is split (perf.json
 /// says 2, then 3).
 #[test]
@@ -127,7 +128,7 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
          - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
     )
     .unwrap();
-    let cases: [(&str, &[&str]); 9] = [
+    let cases: [(&str, &[&str]); 11] = [
         ("rc-lossy", &[]),
         // Cut short with packets on the wires, queue pairs open, flows unfinished.
         ("duration", &["duration=37us", "flow_control.mode=pfc"]),
@@ -144,6 +145,16 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
             &["flow_control.mode=pfc", "cc.algorithm=dcqcn"],
         ),
         ("raw-pfc", &["transport.mode=raw", "flow_control.mode=pfc"]),
+        // Credits let go in one partition wake a port in another (`reconcile_credits`).
+        ("ib-credit", &["flow_control.mode=ib_credit"]),
+        (
+            "ib-credit-cut-through",
+            &[
+                "flow_control.mode=ib_credit",
+                "switch.forwarding=cut_through",
+                "transport.mode=raw",
+            ],
+        ),
         // Per-hop telemetry and send times ride beside the packets that cross.
         ("hpcc", &["flow_control.mode=pfc", "cc.algorithm=hpcc"]),
         ("swift", &["cc.algorithm=swift"]),
@@ -213,7 +224,7 @@ fn a_straggler_at_a_retired_queue_pair_sends_the_run_to_one_thread() {
 /// `--threads 0` is refused; a scenario the split does not cover says why on stderr.
 #[test]
 fn threads_are_checked_and_a_fallback_is_said() {
-    let sc = root().join("scenarios/quickstart.yaml");
+    let sc = root().join("scenarios/victim-flow.yaml");
     let sc = sc.to_str().unwrap();
     let o = bin().args(["run", sc, "--threads", "0"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -236,7 +247,7 @@ fn threads_are_checked_and_a_fallback_is_said() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("runs on one thread (not split over threads yet: IB credit"),
+        stderr(&o).contains("runs on one thread (not split over threads yet: time series)"),
         "{}",
         stderr(&o)
     );
