@@ -309,34 +309,12 @@ impl Sim {
         });
         p.land_credits(key);
         let landed = (before - p.credit_state().2.count()) as u32;
-        let (mut asked, mut got) = (false, None);
-        match p.poll_transmit(now) {
-            Ok(tx) => {
-                let stalled = p.credit_state().0;
-                part.credit_steps.push(CreditStep {
-                    port,
-                    key,
-                    landed,
-                    stalled,
-                    asked,
-                    got,
-                });
-                return self.launch(port, tx);
-            }
-            Err(Some(wake)) => self
-                .q
-                .schedule(wake, self.src.port(port), Event::PortWake { port }),
-            Err(None) => {
-                asked = true;
-                got = p.credit_wake_due();
-                if let Some(k) = got {
-                    self.q
-                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                }
-            }
-        }
-        let stalled = self.ports[port as usize].credit_state().0;
-        let part = self.part.as_deref_mut().expect("a partition");
+        let polled = p.poll_transmit(now);
+        let (asked, got) = match polled {
+            Err(None) => (true, p.credit_wake_due()),
+            _ => (false, None),
+        };
+        let stalled = p.credit_state().0;
         part.credit_steps.push(CreditStep {
             port,
             key,
@@ -345,6 +323,18 @@ impl Sim {
             asked,
             got,
         });
+        match polled {
+            Ok(tx) => self.launch(port, tx),
+            Err(Some(wake)) => self
+                .q
+                .schedule(wake, self.src.port(port), Event::PortWake { port }),
+            Err(None) => {
+                if let Some(k) = got {
+                    self.q
+                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                }
+            }
+        }
     }
 
     /// At a barrier, IB: the credits the other partitions let go in the last window
