@@ -297,8 +297,23 @@ fn main() -> ExitCode {
                     1
                 }
             };
-            doorbell::sim::set_threads(parts);
             let (f, runs) = footprint_of(&sc);
+            // A compare's sets run side by side under -j: their threads share the cores.
+            let at_once = if sc.compare.is_empty() {
+                1
+            } else {
+                jobs.min(runs * sc.repeats.saturating_sub(1).max(1) as usize)
+            };
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let shared = doorbell::sim::threads_per_run(parts, at_once, cores);
+            if shared < parts && !quiet {
+                eprintln!(
+                    "note: --threads {threads} with -j {jobs}: {shared} thread{} per run, so that {at_once} runs at once share this machine's {cores} cores",
+                    if shared == 1 { "" } else { "s" }
+                );
+            }
+            let parts = shared;
+            doorbell::sim::set_threads(parts);
             let f = (1..parts).fold(f, |a, _| a + f);
             if let Err(code) = preflight(f, runs) {
                 return code;

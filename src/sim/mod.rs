@@ -804,4 +804,4 @@ pub fn run_split(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static st
     parallel::run(sc, threads)
 }
 
-pub use parallel::plan_threads;
+pub use parallel::{plan_threads, threads_per_run};

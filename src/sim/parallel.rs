@@ -204,6 +204,18 @@ pub fn plan_threads(sc: &Scenario, threads: usize) -> Result<u16, &'static str> 
     Ok(threads.min(most).min(u16::MAX as usize) as u16)
 }
 
+/// Threads each run is split over when `runs_at_once` runs go side by side (a compare's
+/// sets under `run -j`) on a machine of `cores` cores: the sets come first, since
+/// they share nothing and keep a core busy without waiting at a barrier, and the runs'
+/// threads together stay within the cores (at least one each). A single run keeps what
+/// was asked (more threads than cores only costs time: its windows wait on each other).
+pub fn threads_per_run(asked: usize, runs_at_once: usize, cores: usize) -> usize {
+    if runs_at_once <= 1 {
+        return asked.max(1);
+    }
+    asked.min(cores / runs_at_once).max(1)
+}
+
 impl Sim {
     /// Partition `me` of `plan`: the whole fabric, with only the flow starts of its own
     /// hosts scheduled.
@@ -857,5 +869,20 @@ mod tests {
             let e = plan_threads(&load(yaml(extra)), 2).unwrap_err();
             assert!(e.contains(why), "{extra}: {e}");
         }
+    }
+
+    #[test]
+    fn runs_side_by_side_share_the_cores() {
+        // One run keeps what was asked, even beyond the cores.
+        assert_eq!(threads_per_run(4, 1, 2), 4);
+        assert_eq!(threads_per_run(2, 1, 16), 2);
+        // 4 sets at once on 16 cores: 4 threads each; on 8 cores, 2.
+        assert_eq!(threads_per_run(8, 4, 16), 4);
+        assert_eq!(threads_per_run(8, 4, 8), 2);
+        // Fewer threads asked than the share: as asked.
+        assert_eq!(threads_per_run(2, 4, 64), 2);
+        // More runs at once than cores: one thread each, never none.
+        assert_eq!(threads_per_run(4, 3, 2), 1);
+        assert_eq!(threads_per_run(0, 3, 2), 1);
     }
 }

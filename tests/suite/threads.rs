@@ -253,3 +253,65 @@ fn threads_are_checked_and_a_fallback_is_said() {
     );
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// A compare's sets side by side under `-j` share the cores with their runs' threads:
+/// with `-j 2 --threads T` each set gets `min(T, cores / 2)` threads (at least one), says
+/// so when that is fewer than asked, and writes the same bytes as one thread.
+#[test]
+fn sets_side_by_side_share_the_cores_with_their_threads() {
+    let dir = tmpdir("share");
+    let sc = dir.join("share.yaml");
+    std::fs::write(
+        &sc,
+        "name: share\nseed: 5\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 2\n  \
+         host_link: { rate: 100Gbps, latency: 1us }\nflow_control: { mode: pfc }\n\
+         workload:\n  - permutation: { size: 100KB }\n\
+         compare:\n  - { name: ecmp }\n  - { name: adaptive, routing: adaptive }\n",
+    )
+    .unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let asked = cores + 1;
+    let each = doorbell::sim::threads_per_run(asked, 2, cores);
+    assert!(each < asked && each >= 1);
+    let (one, _) = run(&sc, &[], 1, &dir.join("one"));
+    let out = dir.join("shared");
+    let o = bin()
+        .args([
+            "run",
+            sc.to_str().unwrap(),
+            "--no-plot",
+            "--force",
+            "-j",
+            "2",
+        ])
+        .args([
+            "--threads",
+            &asked.to_string(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let note = format!(
+        "with -j 2: {each} thread{} per run, so that 2 runs at once share this machine's {cores} cores",
+        if each == 1 { "" } else { "s" }
+    );
+    assert!(stderr(&o).contains(&note), "{}", stderr(&o));
+    for (p, bytes) in &one {
+        assert!(
+            bytes == &std::fs::read(out.join(p)).unwrap(),
+            "{}",
+            p.display()
+        );
+    }
+    // Each set's perf.json says the threads it had (a set that cannot split, 1 and why).
+    for set in ["ecmp", "adaptive"] {
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(set).join("perf.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["threads"], serde_json::json!(each.min(4)), "{set}: {v}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
