@@ -42,7 +42,7 @@ use super::idmap::IdMap;
 use super::partition::Plan;
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
-use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources};
+use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId};
@@ -532,6 +532,8 @@ struct Shared {
     next: Vec<AtomicU64>,
     /// Each partition's pool log of the last window.
     logs: Vec<Mutex<Vec<(u128, i64, i64)>>>,
+    /// Each partition's events handled so far (for the progress line).
+    events: Vec<AtomicU64>,
     /// A partition stopped for a reason of its own (livelock, watchdog, memory) or
     /// could not follow the one-thread order; and why.
     cut: AtomicBool,
@@ -588,6 +590,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
             .collect(),
         next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
         logs: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        events: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
         why: Mutex::new(None),
     };
@@ -603,6 +606,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                     let mut sim = Sim::new_part(sc, plan, me);
                     let mut st = LoopState::new(sc.duration);
                     let m = me as usize;
+                    let mut told = 0;
                     let stopped = loop {
                         for from in 0..n {
                             let msgs = std::mem::take(&mut *lock(&shared.mail[m][from]));
@@ -639,6 +643,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                             }
                         }
                         lock(&shared.logs[m]).append(&mut part.pool_log);
+                        shared.events[m].store(sim.q.events_processed(), Ordering::SeqCst);
                         if st.livelock {
                             shared.stop("the livelock check stopped a partition");
                         } else if st.watchdog_stop.is_some() {
@@ -654,6 +659,16 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                                 .map(|l| std::mem::take(&mut *lock(l)))
                                 .collect();
                             lock(flight).fold(&mut logs);
+                            // The progress line hears of every partition's events (one
+                            // thread tells it every LIVELOCK_CHECK events).
+                            let all: u64 =
+                                shared.events.iter().map(|e| e.load(Ordering::SeqCst)).sum();
+                            if all >= told + LIVELOCK_CHECK {
+                                told = all;
+                                if let Some(p) = PROGRESS.get() {
+                                    p(end.min(limit), sc.duration.map(|d| SimTime(d.0)), all);
+                                }
+                            }
                         }
                     };
                     (sim, st, stopped)

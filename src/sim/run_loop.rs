@@ -87,7 +87,8 @@ impl Sim {
                 } else {
                     (st.instant, st.still) = (t, 0);
                 }
-                if let Some(p) = PROGRESS.get() {
+                // A split run's progress is told by its driver, for all partitions.
+                if let Some(p) = PROGRESS.get().filter(|_| self.part.is_none()) {
                     p(
                         t,
                         self.sc.duration.map(|d| SimTime(d.0)),
