@@ -10,8 +10,8 @@
 //!   load from 128 hosts (about 2,200 flows);
 //! - `permutation-8192`: `benches/scenarios/permutation-8192.yaml`, 8,192 hosts at
 //!   400 Gb/s, a 1 MB permutation;
-//! - `permutation-8192-threads-2`, `permutation-256-pfc-threads-2`: the same split over
-//!   two threads (`run --threads 2`, `sim::parallel`; same results);
+//! - `permutation-8192-threads-2`, `permutation-256-pfc-threads-2`,
+//!   `websearch-128-threads-2`: the same split over two threads (`run --threads 2`, `sim::parallel`; same results);
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
 //! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 25 CPU-minutes):
 //!   `benches/scenarios/allreduce-4096.yaml`;
@@ -70,6 +70,12 @@ fn main() {
             "permutation-256-pfc-threads-2",
             "scenarios/permutation-256.yaml",
             vec!["flow_control.mode=pfc".into()],
+            2,
+        ),
+        (
+            "websearch-128-threads-2",
+            "benches/scenarios/websearch-128.yaml",
+            vec![],
             2,
         ),
         (
