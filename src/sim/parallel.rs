@@ -542,6 +542,8 @@ struct WindowBarrier {
     meetings: AtomicUsize,
     /// Threads asleep (or about to be) on `woken`: the last to arrive wakes them.
     sleepers: AtomicUsize,
+    /// A thread panicked: no meeting will complete, every wait returns false.
+    broken: AtomicBool,
     lock: Mutex<()>,
     woken: Condvar,
 }
@@ -557,6 +559,7 @@ impl WindowBarrier {
             arrived: AtomicUsize::new(0),
             meetings: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
+            broken: AtomicBool::new(false),
             lock: Mutex::new(()),
             woken: Condvar::new(),
         }
@@ -572,10 +575,19 @@ impl WindowBarrier {
         }
     }
 
-    /// Returns once all `n` threads have called it (for this meeting); what each wrote
-    /// before is seen by all after. `budget`: how long this thread spins before it
-    /// sleeps, nanoseconds (0: it never spins).
-    fn wait(&self, budget: &mut u32) {
+    /// A thread panicked: the waiting threads leave, and every later wait returns at
+    /// once.
+    fn break_all(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+        let _held = lock(&self.lock);
+        self.woken.notify_all();
+    }
+
+    /// Returns true once all `n` threads have called it (for this meeting); what each
+    /// wrote before is seen by all after. False if the barrier was broken (a thread
+    /// panicked). `budget`: how long this thread spins before it sleeps, nanoseconds
+    /// (0: it never spins).
+    fn wait(&self, budget: &mut u32) -> bool {
         let meeting = self.meetings.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.arrived.store(0, Ordering::Relaxed);
@@ -588,7 +600,7 @@ impl WindowBarrier {
                 let _held = lock(&self.lock);
                 self.woken.notify_all();
             }
-            return;
+            return !self.broken.load(Ordering::SeqCst);
         }
         if *budget > 0 {
             let start = std::time::Instant::now();
@@ -597,11 +609,11 @@ impl WindowBarrier {
                 for _ in 0..64 {
                     if self.meetings.load(Ordering::Acquire) != meeting {
                         *budget = budget.saturating_mul(2).min(SPIN_MOST);
-                        return;
+                        return !self.broken.load(Ordering::SeqCst);
                     }
                     std::hint::spin_loop();
                 }
-                if start.elapsed() >= most {
+                if start.elapsed() >= most || self.broken.load(Ordering::SeqCst) {
                     break;
                 }
             }
@@ -609,10 +621,23 @@ impl WindowBarrier {
         }
         let mut held = lock(&self.lock);
         self.sleepers.fetch_add(1, Ordering::SeqCst);
-        while self.meetings.load(Ordering::SeqCst) == meeting {
+        while self.meetings.load(Ordering::SeqCst) == meeting && !self.broken.load(Ordering::SeqCst)
+        {
             held = self.woken.wait(held).unwrap_or_else(|e| e.into_inner());
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        !self.broken.load(Ordering::SeqCst)
+    }
+}
+
+/// Breaks the barrier if its thread unwinds (a panic in a partition).
+struct BreakOnPanic<'a>(&'a WindowBarrier);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.break_all();
+        }
     }
 }
 
@@ -713,6 +738,9 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
             .map(|me| {
                 let (shared, plan, flight) = (&shared, plan.clone(), &flight);
                 s.spawn(move || {
+                    // A partition that panics breaks the barrier, so that the others
+                    // leave instead of waiting for it; the panic then reaches the caller.
+                    let _breaks = BreakOnPanic(&shared.barrier);
                     let mut sim = Sim::new_part(sc, plan, me);
                     let mut st = LoopState::new(sc.duration);
                     let m = me as usize;
@@ -728,8 +756,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                             shared.stop(DIVERGED);
                         }
                         shared.next[m].store(next_time(&sim.q), Ordering::SeqCst);
-                        shared.barrier.wait(&mut budget);
-                        if shared.cut.load(Ordering::SeqCst) {
+                        if !shared.barrier.wait(&mut budget) || shared.cut.load(Ordering::SeqCst) {
                             break false;
                         }
                         let t = (0..n)
@@ -755,20 +782,34 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         }
                         lock(&shared.logs[m]).append(&mut part.pool_log);
                         shared.events[m].store(sim.q.events_processed(), Ordering::SeqCst);
-                        if st.livelock {
-                            shared.stop("the livelock check stopped a partition");
+                        let stop = if st.livelock {
+                            Some("the livelock check stopped a partition")
                         } else if st.watchdog_stop.is_some() {
-                            shared.stop("the watchdog stopped a partition");
+                            Some("the watchdog stopped a partition")
                         } else if st.out_of_memory.is_some() {
-                            shared.stop("the memory budget stopped a partition");
+                            Some("the memory budget stopped a partition")
+                        } else {
+                            None
+                        };
+                        if !shared.barrier.wait(&mut budget) {
+                            break false;
                         }
-                        shared.barrier.wait(&mut budget);
+                        // Said only now that every partition has read `cut` for this
+                        // window (between the two meetings), so that all of them stop
+                        // after the same window: said during it, a partition slow to
+                        // read would stop one window before the others, which would
+                        // wait for it at the second meeting for ever.
+                        if let Some(why) = stop {
+                            shared.stop(why);
+                        }
                         if me == 0 {
-                            // Folded in place: each log keeps its allocation.
-                            let mut held: Vec<_> = shared.logs.iter().map(lock).collect();
-                            let mut logs: Vec<&mut Vec<_>> =
-                                held.iter_mut().map(|g| &mut **g).collect();
-                            lock(flight).fold(&mut logs);
+                            {
+                                // Folded in place: each log keeps its allocation.
+                                let mut held: Vec<_> = shared.logs.iter().map(lock).collect();
+                                let mut logs: Vec<&mut Vec<_>> =
+                                    held.iter_mut().map(|g| &mut **g).collect();
+                                lock(flight).fold(&mut logs);
+                            }
                             // The progress line hears of every partition's events (one
                             // thread tells it every LIVELOCK_CHECK events).
                             let all: u64 =
@@ -981,15 +1022,47 @@ mod tests {
                         let mut budget = first;
                         for meeting in 0..500 {
                             count.fetch_add(1, Ordering::Relaxed);
-                            b.wait(&mut budget);
+                            assert!(b.wait(&mut budget));
                             assert_eq!(count.load(Ordering::Relaxed), (meeting + 1) * threads);
-                            b.wait(&mut budget);
+                            assert!(b.wait(&mut budget));
                             assert!(budget == 0 || (SPIN_FLOOR..=SPIN_MOST).contains(&budget));
                         }
                     });
                 }
             });
             assert_eq!(count.into_inner(), 500 * threads);
+        }
+    }
+
+    /// A thread that panics breaks the barrier: the others leave their wait (spinning
+    /// or asleep) instead of waiting for it for ever.
+    #[test]
+    fn a_panicking_thread_breaks_the_window_barrier() {
+        for first in [0, SPIN_MOST] {
+            let b = WindowBarrier::new(3);
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..3)
+                    .map(|i| {
+                        let b = &b;
+                        s.spawn(move || {
+                            let _breaks = BreakOnPanic(b);
+                            let mut budget = first;
+                            let mut met = 0;
+                            while b.wait(&mut budget) {
+                                met += 1;
+                                if i == 0 && met == 10 {
+                                    panic!("partition 0 fails on purpose");
+                                }
+                            }
+                            met
+                        })
+                    })
+                    .collect();
+                let got: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
+                assert!(got[0].is_err());
+                assert_eq!(got[1].as_ref().ok(), Some(&10));
+                assert_eq!(got[2].as_ref().ok(), Some(&10));
+            });
         }
     }
 
