@@ -1035,10 +1035,10 @@ mod tests {
     }
 
     /// A thread that panics breaks the barrier: the others leave their wait (spinning
-    /// or asleep) instead of waiting for it for ever.
+    /// or asleep) instead of waiting for it for ever. Run 20 times for the races.
     #[test]
     fn a_panicking_thread_breaks_the_window_barrier() {
-        for first in [0, SPIN_MOST] {
+        for first in [0, SPIN_MOST].repeat(10) {
             let b = WindowBarrier::new(3);
             std::thread::scope(|s| {
                 let hs: Vec<_> = (0..3)
@@ -1060,8 +1060,11 @@ mod tests {
                     .collect();
                 let got: Vec<_> = hs.into_iter().map(|h| h.join()).collect();
                 assert!(got[0].is_err());
-                assert_eq!(got[1].as_ref().ok(), Some(&10));
-                assert_eq!(got[2].as_ref().ok(), Some(&10));
+                // They leave: at the meeting the panic followed (a thread that woke
+                // from it after the break is told false) or at the next.
+                for g in &got[1..] {
+                    assert!(matches!(g.as_ref().ok(), Some(9 | 10)), "{g:?}");
+                }
             });
         }
     }
