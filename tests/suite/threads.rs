@@ -318,3 +318,32 @@ fn sets_side_by_side_share_the_cores_with_their_threads() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A partition's own stop ends a split run after the same window in every partition
+/// (the run then goes again on one thread): here the watchdog, on a SEND that meets an
+/// empty receive queue across the spines and is retried for ever (built past
+/// validation, as in `invariants`). Before the stop was said after the window's second
+/// meeting, a partition slow to read the verdict could leave a window early and the
+/// others wait for it for ever; this run must return, and say why.
+#[test]
+fn a_partition_stopped_by_the_watchdog_ends_the_split_run() {
+    let yaml = "name: starved\nwatchdog: 20ms\n\
+                topology: { leaves: 2, spines: 2, hosts_per_leaf: 1, host_link: { rate: 100Gbps } }\n\
+                transport: { rc: { operation: send, recv_queue_depth: 1, rnr_retry: 7, min_rnr_timer: 12 } }\n\
+                workload:\n  - flows: [ { src: 0, dst: 1, size: 64KB } ]\n";
+    let mut sc =
+        doorbell::scenario::parse_str(yaml, "starved.yaml", "starved", &Default::default())
+            .unwrap();
+    match &mut sc.transport {
+        doorbell::scenario::Transport::Rc(rc) => rc.recv_queue_depth = 0,
+        doorbell::scenario::Transport::Raw => unreachable!(),
+    }
+    assert_eq!(doorbell::sim::plan_threads(&sc, 2), Ok(2));
+    for _ in 0..2 {
+        let why = doorbell::sim::run_split(&sc, 2).err();
+        assert_eq!(why, Some("the watchdog stopped a partition"));
+    }
+    // On one thread, as the command line then runs it: stopped, the flow named.
+    let out = doorbell::sim::run(&sc);
+    assert!(out.watchdog.is_some());
+}
