@@ -29,8 +29,10 @@ macro_rules! outln {
 }
 
 mod cli_progress;
+mod cli_resources;
 mod cli_validate;
 use cli_progress::{clear_progress, show_progress};
+use cli_resources::{footprint_of, preflight, threads_for_run};
 
 #[derive(Parser)]
 #[command(
@@ -285,35 +287,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            // Each partition holds a copy of the whole fabric and workload.
-            let parts = match doorbell::sim::plan_threads(&sc, threads) {
-                Ok(p) => p as usize,
-                Err(why) => {
-                    if !quiet {
-                        eprintln!(
-                            "note: --threads {threads}: runs on one thread (not split over threads yet: {why})"
-                        );
-                    }
-                    1
-                }
-            };
             let (f, runs) = footprint_of(&sc);
-            // A compare's sets run side by side under -j: their threads share the cores.
-            let at_once = if sc.compare.is_empty() {
-                1
-            } else {
-                jobs.min(runs * sc.repeats.saturating_sub(1).max(1) as usize)
-            };
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let shared = doorbell::sim::threads_per_run(parts, at_once, cores);
-            if shared < parts && !quiet {
-                eprintln!(
-                    "note: --threads {threads} with -j {jobs}: {shared} thread{} per run, so that {at_once} runs at once share this machine's {cores} cores",
-                    if shared == 1 { "" } else { "s" }
-                );
-            }
-            let parts = shared;
+            let parts = threads_for_run(&sc, threads, jobs, runs, quiet);
             doorbell::sim::set_threads(parts);
+            // Each partition holds a copy of the whole fabric and workload.
             let f = (1..parts).fold(f, |a, _| a + f);
             if let Err(code) = preflight(f, runs) {
                 return code;
@@ -624,63 +601,6 @@ struct SweepArgs {
     quiet: bool,
     plot: bool,
     claim: Claim,
-}
-
-/// The memory limit runs must fit (see `sim::footprint`), also set as the budget at
-/// which a run stops (90% of it: the rest is for writing the results). A bad
-/// `DOORBELL_MEMORY_LIMIT` is an input error.
-fn memory_limit() -> Result<Option<(u64, &'static str)>, String> {
-    let user = match std::env::var(footprint::LIMIT_VAR) {
-        Ok(v) => Some(
-            doorbell::units::parse_bytes(v.trim())
-                .map_err(|e| format!("{}: {e}", footprint::LIMIT_VAR))?
-                .0,
-        ),
-        Err(_) => None,
-    };
-    let limit = footprint::memory_limit(user);
-    if let Some((b, _)) = limit {
-        doorbell::sim::set_memory_budget(b / 10 * 9);
-    }
-    Ok(limit)
-}
-
-/// Refuses (exit 2) runs that together need more memory than the machine allows; warns
-/// when they may.
-fn preflight(f: footprint::Footprint, runs: usize) -> Result<(), ExitCode> {
-    let limit = match memory_limit() {
-        Ok(Some(l)) => l,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Err(ExitCode::from(2));
-        }
-    };
-    match footprint::check(f, runs, limit) {
-        Ok(None) => Ok(()),
-        Ok(Some(w)) => {
-            eprintln!("warning: {w}");
-            Ok(())
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(ExitCode::from(2))
-        }
-    }
-}
-
-/// The estimate of a scenario's run, or of its compare sets (all held at once).
-fn footprint_of(sc: &scenario::Scenario) -> (footprint::Footprint, usize) {
-    if sc.compare.is_empty() {
-        (footprint::estimate(sc), 1)
-    } else {
-        let f = sc
-            .compare
-            .iter()
-            .map(|set| footprint::estimate(&doorbell::compare::set_scenario(sc, set)))
-            .fold(footprint::Footprint::default(), |a, b| a + b);
-        (f, sc.compare.len())
-    }
 }
 
 fn sweep_cmd(a: SweepArgs) -> ExitCode {

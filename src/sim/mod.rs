@@ -58,6 +58,7 @@ mod run_loop;
 mod training_glue;
 mod transport;
 pub mod watchdog;
+mod window;
 pub use crate::components::host::{
     HostOutput, MsgTimes, NicStats, CPU_CATEGORIES, CPU_COPIES, CPU_INTERRUPTS, CPU_POLLING,
     CPU_POSTING, CPU_PROXY, STAGES, T_DONE, T_START,

@@ -18,6 +18,14 @@ fn tmpdir(name: &str) -> PathBuf {
     d
 }
 
+/// A fresh folder `name` holding `yaml` as `name.yaml`: (the folder, the file).
+fn scenario_file(name: &str, yaml: &str) -> (PathBuf, PathBuf) {
+    let dir = tmpdir(name);
+    let sc = dir.join(format!("{name}.yaml"));
+    std::fs::write(&sc, yaml).unwrap();
+    (dir, sc)
+}
+
 /// Runs `scenario` with `set` at `threads` into `out`; every result file's bytes, and
 /// the `threads` figure of each perf.json (one per run: a compare writes one per set).
 fn run(
@@ -117,17 +125,14 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
 /// says 2, then 3).
 #[test]
 fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
-    let dir = tmpdir("small");
-    let sc = dir.join("small.yaml");
-    std::fs::write(
-        &sc,
+    let (dir, sc) = scenario_file(
+        "small",
         "name: small\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
          host_link: { rate: 100Gbps, latency: 1us }\n  fabric_link: { rate: 100Gbps, latency: 700ns }\n\
          switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\nworkload:\n  \
          - permutation: { size: 300KB }\n  - incast: { senders: 6, receiver: 5, size: 200KB, start: 20us }\n  \
          - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
-    )
-    .unwrap();
+    );
     let cases: [(&str, &[&str]); 11] = [
         ("rc-lossy", &[]),
         // Cut short with packets on the wires, queue pairs open, flows unfinished.
@@ -259,16 +264,13 @@ fn threads_are_checked_and_a_fallback_is_said() {
 /// so when that is fewer than asked, and writes the same bytes as one thread.
 #[test]
 fn sets_side_by_side_share_the_cores_with_their_threads() {
-    let dir = tmpdir("share");
-    let sc = dir.join("share.yaml");
-    std::fs::write(
-        &sc,
+    let (dir, sc) = scenario_file(
+        "share",
         "name: share\nseed: 5\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 2\n  \
          host_link: { rate: 100Gbps, latency: 1us }\nflow_control: { mode: pfc }\n\
          workload:\n  - permutation: { size: 100KB }\n\
          compare:\n  - { name: ecmp }\n  - { name: adaptive, routing: adaptive }\n",
-    )
-    .unwrap();
+    );
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let asked = cores + 1;
     // No more partitions than the 4 leaves and spines, then the cores shared.
