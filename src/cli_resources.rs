@@ -64,25 +64,27 @@ pub fn footprint_of(sc: &scenario::Scenario) -> (footprint::Footprint, usize) {
 }
 
 /// The threads a run of `sc` is split over for `--threads threads` and `-j jobs` (`runs`:
-/// its compare sets, 1 without): as many as the split covers (a note says why when it
-/// runs on one), then shared with the sets that run beside it (a note says so when that
-/// is fewer).
+/// its compare sets, 1 without), shared with the sets that run beside it (a note says
+/// so when that is fewer), and the copies of the run the memory check counts. A
+/// scenario the split does not cover gets a note and one copy, and the run still asks
+/// for the threads, so that its `perf.json` says why it went on one
+/// (`one_thread_because`).
 pub fn threads_for_run(
     sc: &Scenario,
     threads: usize,
     jobs: usize,
     runs: usize,
     quiet: bool,
-) -> usize {
+) -> (usize, usize) {
     let parts = match doorbell::sim::plan_threads(sc, threads) {
-        Ok(p) => p as usize,
+        Ok(p) => Ok(p as usize),
         Err(why) => {
             if !quiet {
                 eprintln!(
                     "note: --threads {threads}: runs on one thread (not split over threads yet: {why})"
                 );
             }
-            1
+            Err(threads)
         }
     };
     // A compare's sets run side by side under -j (the sets, then their repeats): their
@@ -93,12 +95,17 @@ pub fn threads_for_run(
         jobs.min(runs * sc.repeats.saturating_sub(1).max(1) as usize)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let shared = doorbell::sim::threads_per_run(parts, at_once, cores);
-    if shared < parts && !quiet {
-        eprintln!(
-            "note: --threads {threads} with -j {jobs}: {shared} thread{} per run, so that {at_once} runs at once share this machine's {cores} cores",
-            if shared == 1 { "" } else { "s" }
-        );
+    match parts {
+        Ok(parts) => {
+            let shared = doorbell::sim::threads_per_run(parts, at_once, cores);
+            if shared < parts && !quiet {
+                eprintln!(
+                    "note: --threads {threads} with -j {jobs}: {shared} thread{} per run, so that {at_once} runs at once share this machine's {cores} cores",
+                    if shared == 1 { "" } else { "s" }
+                );
+            }
+            (shared, shared)
+        }
+        Err(asked) => (doorbell::sim::threads_per_run(asked, at_once, cores), 1),
     }
-    shared
 }

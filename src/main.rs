@@ -288,10 +288,10 @@ fn main() -> ExitCode {
                 }
             };
             let (f, runs) = footprint_of(&sc);
-            let parts = threads_for_run(&sc, threads, jobs, runs, quiet);
-            doorbell::sim::set_threads(parts);
+            let (threads, copies) = threads_for_run(&sc, threads, jobs, runs, quiet);
+            doorbell::sim::set_threads(threads);
             // Each partition holds a copy of the whole fabric and workload.
-            let f = (1..parts).fold(f, |a, _| a + f);
+            let f = (1..copies).fold(f, |a, _| a + f);
             if let Err(code) = preflight(f, runs) {
                 return code;
             }

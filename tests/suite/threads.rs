@@ -256,6 +256,15 @@ fn threads_are_checked_and_a_fallback_is_said() {
         "{}",
         stderr(&o)
     );
+    // And each set's perf.json says so.
+    let perf = std::fs::read_to_string(d.join("pfc/perf.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&perf).unwrap();
+    assert_eq!(v["threads"], serde_json::json!(1), "{perf}");
+    assert_eq!(
+        v["one_thread_because"],
+        serde_json::json!("time series"),
+        "{perf}"
+    );
     let _ = std::fs::remove_dir_all(d);
 }
 
