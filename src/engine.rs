@@ -98,6 +98,39 @@ pub fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
+/// [`prefetch`] for an address that may lie past the end of what it points into (the
+/// slot after a ring's last): never read through, so it need not be valid.
+#[inline(always)]
+pub fn prefetch_ptr<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing architecturally and cannot fault, whatever the
+    // address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
+/// [`prefetch`] for the first `lines` cache lines of `x` (a component whose hot fields
+/// span more than one line).
+#[inline(always)]
+pub fn prefetch_lines<T>(x: &T, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..lines.min(std::mem::size_of::<T>().div_ceil(64)) {
+        // SAFETY: as in `prefetch`; a prefetch of an address past `x` cannot fault and
+        // reads nothing architecturally (`wrapping_add` forms it without a dereference).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let at = (x as *const T as *const i8).wrapping_add(64 * i);
+            _mm_prefetch::<_MM_HINT_T0>(at);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, lines);
+}
+
 /// The component that scheduled an event: an index into the queue's per-source counters
 /// (the event loop numbers its components; see `sim::Sources`).
 pub type Source = u32;
@@ -274,6 +307,14 @@ impl EventQueue {
         ((at.0 as u128) << 64) | ((source as u128) << COUNTER_BITS) | seq as u128
     }
 
+    /// Starts loading `source`'s counter, which its next `schedule` reads. A hint only.
+    #[inline(always)]
+    pub fn prefetch_source(&self, source: Source) {
+        if let Some(c) = self.counters.get(source as usize) {
+            prefetch(c);
+        }
+    }
+
     /// Schedules `event` under a key `reserve` gave (its time, source and number).
     #[inline(always)]
     pub fn schedule_reserved(&mut self, key: u128, event: Event) {
@@ -345,6 +386,15 @@ impl EventQueue {
         self.len -= 1;
         self.popped += 1;
         Some((t, e.event))
+    }
+
+    /// The event `pop` returns `k` events after the next one, if the last refill brought
+    /// it (`due`): a hint for fetching its state early, which an event scheduled in the
+    /// meantime can make wrong.
+    #[inline(always)]
+    pub fn peek_ahead(&self, k: usize) -> Option<&Event> {
+        let n = self.due.len();
+        (n > k).then(|| &self.due[n - 1 - k].event)
     }
 
     /// The event `pop` returns next, if it is already known (in the tick being handled):

@@ -271,6 +271,12 @@ impl PacketPool {
         }
     }
 
+    /// Packet `id`'s slot, if there is one (a prefetch's guess may name a freed one).
+    #[inline]
+    pub fn try_get(&self, id: PktId) -> Option<&Packet> {
+        self.slots.get(id as usize)
+    }
+
     #[inline]
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
         &mut self.slots[id as usize]

@@ -44,6 +44,13 @@ impl Nic {
         self.active.pop_front()
     }
 
+    /// What the NIC sends next, as far as it knows (for a prefetch): its first control
+    /// packet, else its first job.
+    #[inline(always)]
+    pub fn next_send(&self) -> (Option<&PktId>, Option<&u32>) {
+        (self.ctrl.front(), self.active.front())
+    }
+
     /// Jobs listed.
     #[inline]
     pub fn jobs(&self) -> usize {

@@ -565,6 +565,14 @@ impl EgressPort {
         )
     }
 
+    /// What the port reads when its packet's serialization ends (for a prefetch): the
+    /// ingress the packet came over, and the packet it starts next.
+    #[inline(always)]
+    pub fn next_reads(&self) -> (Option<u32>, Option<&Queued>) {
+        let ingress = self.in_service.as_ref().map(|s| s.ingress);
+        (ingress, self.ctrl.front().or(self.queue.front()))
+    }
+
     /// The packet in service has left (its last bit is out): counted now, so a run cut
     /// by `duration` counts only what was sent. A switch port's queue releases its bytes.
     #[inline]

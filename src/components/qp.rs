@@ -83,6 +83,22 @@ pub struct QueuePair {
 }
 
 impl QueuePair {
+    /// Starts loading what a packet of this queue pair reads (for a prefetch): the
+    /// requester's state (sending, an ACK) or the responder's (a request), and the
+    /// slot's liveness and pacing. A hint only.
+    #[inline(always)]
+    pub fn prefetch_hot(&self, requester: bool) {
+        use crate::engine::{prefetch, prefetch_lines};
+        if requester {
+            prefetch_lines(&self.req, 7);
+            prefetch(&self.cc);
+        } else {
+            prefetch_lines(&self.resp, 4);
+        }
+        prefetch(&self.gen);
+        prefetch(&self.dead);
+    }
+
     /// A queue pair opening at `now` between hosts `src` and `dst`, its receiver with
     /// `recv_wqes` receive WQEs posted (the requester learns them as credits), on links
     /// of `line_rate_bps`.

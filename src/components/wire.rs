@@ -179,6 +179,22 @@ impl Wire {
         (w, self.ring.front().map(|n| n.arrive))
     }
 
+    /// The packet that reaches the far end next (for a prefetch: the next arrival reads
+    /// it).
+    #[inline(always)]
+    pub fn first(&self) -> Option<&OnWire> {
+        self.ring.front()
+    }
+
+    /// Starts loading the slot the next packet launched goes into. A hint only.
+    #[inline(always)]
+    pub fn prefetch_tail(&self) {
+        if let Some(b) = self.ring.back() {
+            // The slot after the last (if the ring wraps there, a wasted load).
+            crate::engine::prefetch_ptr((b as *const OnWire).wrapping_add(1));
+        }
+    }
+
     /// Packets on the wire.
     pub fn len(&self) -> usize {
         self.ring.len()

@@ -209,6 +209,25 @@ impl RoutingPolicy {
         }
     }
 
+    /// The candidate `choose` will pick for `key` among `n`, when the policy decides by
+    /// the packet alone (ECMP, D-mod-k, a flow's port under a per-packet policy); `None`
+    /// when it reads loads, timers or a random stream. Changes nothing: for a prefetch
+    /// of the port the packet will leave by.
+    #[inline]
+    pub fn predict(&self, key: RouteKey, n: u32) -> Option<u32> {
+        if n <= 1 {
+            return Some(0);
+        }
+        match self {
+            RoutingPolicy::Ecmp(_) => Some(ecmp::ecmp_choice(n, key)),
+            RoutingPolicy::Static(_) => Some(key.dst % n),
+            RoutingPolicy::Spray(_) | RoutingPolicy::Adaptive(_) if !key.per_packet => {
+                Some(ecmp::ecmp_choice(n, key))
+            }
+            _ => None,
+        }
+    }
+
     /// Picks one of the candidates (an index below `c.n`) for the packet.
     #[inline]
     pub fn choose<F: Fn(u32) -> u64>(

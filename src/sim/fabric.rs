@@ -284,7 +284,7 @@ impl Sim {
     /// The egress port a packet at switch `sw` leaves by; `None` if it is addressed to
     /// `sw` itself (in-network aggregation).
     fn route(&mut self, now: SimTime, sw: u32, r: &RouteInfo, wire: u64) -> Option<PortId> {
-        let (dst, flow_hash, seq, flags) = (r.dst, r.flow_hash, r.seq, r.flags);
+        let dst = r.dst;
         let graph = &self.graph;
         let hosts = graph.hosts();
         if dst >= hosts {
@@ -296,19 +296,13 @@ impl Sim {
             }
             let links = graph.links_between(sw, target);
             debug_assert!(!links.is_empty(), "switch {sw} is not linked to {target}");
-            return Some(links[(flow_hash % links.len() as u32) as usize]);
+            return Some(links[(r.flow_hash % links.len() as u32) as usize]);
         }
         let cands = graph.next_hops(sw, dst);
         if let [only] = cands {
             return Some(*only);
         }
-        let key = RouteKey {
-            switch: sw,
-            dst,
-            flow_hash,
-            seq,
-            per_packet: flags & FLAG_NO_AR == 0,
-        };
+        let key = route_key(sw, r);
         let ports = &self.ports;
         let n = cands.len() as u32;
         let choice = match self.sc.routing.load {
@@ -432,5 +426,17 @@ impl Sim {
         self.pool.free(pkt);
         self.ports[port as usize].count_drop(reason, p.wire as u64);
         self.flows[p.flow as usize].packets_dropped += 1;
+    }
+}
+
+/// What routing at switch `sw` decides a packet's port by.
+#[inline]
+pub(super) fn route_key(sw: u32, r: &RouteInfo) -> RouteKey {
+    RouteKey {
+        switch: sw,
+        dst: r.dst,
+        flow_hash: r.flow_hash,
+        seq: r.seq,
+        per_packet: r.flags & FLAG_NO_AR == 0,
     }
 }

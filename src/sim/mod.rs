@@ -420,6 +420,10 @@ pub struct Sim {
     xfer_conn: IdMap<(u32, u32), CollConn>,
     rc_totals: RcTotals,
     cc: Option<CcParams>,
+    /// The ports alone outgrow a core's cache: the event loop fetches what the next
+    /// events read several events ahead (`prefetch`), not just the next one's first
+    /// line (on a small fabric that costs more than it saves).
+    deep_prefetch: bool,
     /// Data packets ask switches for per-hop telemetry (the algorithm reads it).
     telemetry: bool,
     /// Data packets carry their send time and ACKs echo it (the algorithm reads RTTs).
@@ -614,6 +618,7 @@ impl Sim {
         let gpus_per_server = sc.host.as_ref().map_or(1, |h| h.gpus_per_host);
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
         let workload_flows = flows.len();
+        let deep_prefetch = prefetch::deep_enough(ports.len());
         let watchdog_bound = sc
             .watchdog
             .unwrap_or_else(|| watchdog::default_bound(rc.as_ref().map(|r| &r.params)));
@@ -656,6 +661,7 @@ impl Sim {
             xfer_conn: IdMap::default(),
             fault_totals: FaultTotals::default(),
             cc: sc.cc,
+            deep_prefetch,
             telemetry: sc.cc.is_some_and(|c| c.wants_telemetry()),
             timestamps: sc.cc.is_some_and(|c| c.wants_timestamps()),
             int_bytes: if sc.cc.is_some_and(|c| c.wants_telemetry()) {

@@ -130,9 +130,7 @@ impl Sim {
                     part.me
                 );
             }
-            if let Some(&next) = self.q.peek_next() {
-                self.prefetch_for(next);
-            }
+            self.prefetch_ahead();
             let acted = match ev {
                 Event::FlowStart { flow } => {
                     self.on_flow_start(now, flow);
