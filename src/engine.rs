@@ -212,6 +212,9 @@ pub struct EventQueue {
     counters: Vec<u64>,
     now: SimTime,
     popped: u64,
+    /// Pops from `due` since the last refill: how long the events now in `due`'s last
+    /// places have been in sight of the prefetches (`peek_ahead`).
+    due_pops: usize,
     /// The key of the event popped last (the one being handled).
     current: u128,
 }
@@ -253,6 +256,7 @@ impl EventQueue {
             counters: vec![0; sources],
             now: SimTime::ZERO,
             popped: 0,
+            due_pops: 0,
             current: 0,
         }
     }
@@ -361,6 +365,7 @@ impl EventQueue {
         }
         // Earliest key last, so that pops take from the end.
         self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+        self.due_pops = 0;
         // Keep the bucket's allocation for the events to come.
         self.buckets[i] = v;
     }
@@ -375,6 +380,7 @@ impl EventQueue {
             self.refill();
         }
         let e = if self.due_first() {
+            self.due_pops += 1;
             self.due.pop()
         } else {
             self.late.pop()
@@ -388,13 +394,20 @@ impl EventQueue {
         Some((t, e.event))
     }
 
-    /// The event `pop` returns `k` events after the next one, if the last refill brought
-    /// it (`due`): a hint for fetching its state early, which an event scheduled in the
-    /// meantime can make wrong.
+    /// The `k`-th event after the first of those the last refill brought (`due`), if
+    /// there is one: the event `pop` returns `k` events after the next one when nothing
+    /// scheduled in the meantime comes first. A hint for fetching its state early.
     #[inline(always)]
     pub fn peek_ahead(&self, k: usize) -> Option<&Event> {
         let n = self.due.len();
         (n > k).then(|| &self.due[n - 1 - k].event)
+    }
+
+    /// Pops from the refill's events (`due`) since the refill: an event `peek_ahead(k)`
+    /// names has been in sight of `peek_ahead(j)`, for each j from k to `k + due_age()`.
+    #[inline(always)]
+    pub fn due_age(&self) -> usize {
+        self.due_pops
     }
 
     /// The event `pop` returns next, if it is already known (in the tick being handled):

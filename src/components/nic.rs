@@ -44,8 +44,9 @@ impl Nic {
         self.active.pop_front()
     }
 
-    /// What the NIC sends next, as far as it knows (for a prefetch): its first control
-    /// packet, else its first job.
+    /// What the NIC's next send reads (for a prefetch): its first control packet, else
+    /// its first job (a packet `held` for credits goes before any job, and is not
+    /// named).
     #[inline(always)]
     pub fn next_send(&self) -> (Option<&PktId>, Option<&u32>) {
         (self.ctrl.front(), self.active.front())

@@ -210,9 +210,9 @@ impl RoutingPolicy {
     }
 
     /// The candidate `choose` will pick for `key` among `n`, when the policy decides by
-    /// the packet alone (ECMP, D-mod-k, a flow's port under a per-packet policy); `None`
-    /// when it reads loads, timers or a random stream. Changes nothing: for a prefetch
-    /// of the port the packet will leave by.
+    /// the packet alone (ECMP, D-mod-k, spraying, a flow's port under adaptive routing);
+    /// `None` when it reads loads or timers (adaptive routing per packet, flowlets).
+    /// Changes nothing: for a prefetch of the port the packet will leave by.
     #[inline]
     pub fn predict(&self, key: RouteKey, n: u32) -> Option<u32> {
         if n <= 1 {
@@ -224,7 +224,8 @@ impl RoutingPolicy {
             RoutingPolicy::Spray(_) | RoutingPolicy::Adaptive(_) if !key.per_packet => {
                 Some(ecmp::ecmp_choice(n, key))
             }
-            _ => None,
+            RoutingPolicy::Spray(_) => Some(spray::spray_choice(n, key)),
+            RoutingPolicy::Adaptive(_) | RoutingPolicy::Flowlet(_) => None,
         }
     }
 
