@@ -396,6 +396,13 @@ impl EgressPort {
     /// event before the one being handled, and that one).
     #[inline]
     pub fn land_credits(&mut self, upto: u128) {
+        // Without IB credits nothing comes back: the check reads line 2, which every
+        // packet reads, where `returning` lies on line 4 (permutation-8192: a miss in
+        // 4% of the run, at every switch port's start of a packet).
+        if self.credits.is_none() {
+            debug_assert!(self.returning.is_empty());
+            return;
+        }
         while let Some(&(key, blocks)) = self.returning.front() {
             if key > upto {
                 break;
