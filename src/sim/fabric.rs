@@ -243,13 +243,31 @@ impl Sim {
         }
         let p = &mut self.ports[port as usize];
         p.land_credits(self.q.current_key());
-        match p.poll_transmit(now) {
+        let polled = p.poll_transmit(now);
+        let credit_wake = match polled {
+            Err(None) => p.credit_wake_due(),
+            _ => None,
+        };
+        self.after_poll(port, polled, credit_wake);
+    }
+
+    /// What a switch port's poll asks for, as events: the packet it starts, a wake-up at
+    /// the end of a pause, or (`credit_wake`, when it waits for credits on their way
+    /// back) an event under the key of the first to land.
+    #[inline]
+    pub(super) fn after_poll(
+        &mut self,
+        port: PortId,
+        polled: Result<Transmit, Option<SimTime>>,
+        credit_wake: Option<u128>,
+    ) {
+        match polled {
             Ok(tx) => self.launch(port, tx),
             Err(Some(wake)) => self
                 .q
                 .schedule(wake, self.src.port(port), Event::PortWake { port }),
             Err(None) => {
-                if let Some(key) = p.credit_wake_due() {
+                if let Some(key) = credit_wake {
                     self.q
                         .schedule_reserved(key, Event::Credit { port, blocks: 0 });
                 }

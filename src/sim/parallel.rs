@@ -337,18 +337,7 @@ impl Sim {
             asked,
             got,
         });
-        match polled {
-            Ok(tx) => self.launch(port, tx),
-            Err(Some(wake)) => self
-                .q
-                .schedule(wake, self.src.port(port), Event::PortWake { port }),
-            Err(None) => {
-                if let Some(k) = got {
-                    self.q
-                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                }
-            }
-        }
+        self.after_poll(port, polled, got);
     }
 
     /// At a barrier, IB: the credits the other partitions let go in the last window
