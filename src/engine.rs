@@ -87,15 +87,7 @@ pub enum Event {
 /// A hint with no effect on what the program computes.
 #[inline(always)]
 pub fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads no memory architecturally and cannot fault; `x` is a
-    // live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    prefetch_ptr(x as *const T);
 }
 
 /// [`prefetch`] for an address that may lie past the end of what it points into (the
@@ -114,21 +106,14 @@ pub fn prefetch_ptr<T>(at: *const T) {
 }
 
 /// [`prefetch`] for the first `lines` cache lines of `x` (a component whose hot fields
-/// span more than one line).
+/// span more than one line); never past its end.
 #[inline(always)]
 pub fn prefetch_lines<T>(x: &T, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
+    let base = x as *const T as *const u8;
     for i in 0..lines.min(std::mem::size_of::<T>().div_ceil(64)) {
-        // SAFETY: as in `prefetch`; a prefetch of an address past `x` cannot fault and
-        // reads nothing architecturally (`wrapping_add` forms it without a dereference).
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let at = (x as *const T as *const i8).wrapping_add(64 * i);
-            _mm_prefetch::<_MM_HINT_T0>(at);
-        }
+        // `wrapping_add` forms the address without a dereference.
+        prefetch_ptr(base.wrapping_add(64 * i));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (x, lines);
 }
 
 /// The component that scheduled an event: an index into the queue's per-source counters

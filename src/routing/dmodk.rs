@@ -18,6 +18,12 @@ impl DModK {
         k: RouteKey,
         c: Candidates<F>,
     ) -> u32 {
-        k.dst % c.n
+        dmodk_choice(c.n, k)
     }
+}
+
+/// The d-mod-k port of the packet's destination among `n`.
+#[inline]
+pub(super) fn dmodk_choice(n: u32, k: RouteKey) -> u32 {
+    k.dst % n
 }

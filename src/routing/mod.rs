@@ -220,7 +220,7 @@ impl RoutingPolicy {
         }
         match self {
             RoutingPolicy::Ecmp(_) => Some(ecmp::ecmp_choice(n, key)),
-            RoutingPolicy::Static(_) => Some(key.dst % n),
+            RoutingPolicy::Static(_) => Some(dmodk::dmodk_choice(n, key)),
             RoutingPolicy::Spray(_) | RoutingPolicy::Adaptive(_) if !key.per_packet => {
                 Some(ecmp::ecmp_choice(n, key))
             }
