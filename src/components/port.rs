@@ -499,6 +499,15 @@ impl EgressPort {
             self.spend_credits(head.wire as u64);
             self.queue.pop_front().expect("head")
         };
+        // An emptied queue starts again at its first slot (`VecDeque::clear` puts the
+        // ring's head there), so a port that empties often keeps using the same few
+        // lines instead of cycling through the whole ring it once grew to.
+        if self.queue.is_empty() {
+            self.queue.clear();
+        }
+        if self.ctrl.is_empty() {
+            self.ctrl.clear();
+        }
         Ok(self.transmit(next, now.max(next.ready)))
     }
 

@@ -176,7 +176,13 @@ impl Wire {
             .pop_front()
             .expect("an arrival event has a packet on the wire");
         debug_assert_eq!(w.arrive, now);
-        (w, self.ring.front().map(|n| n.arrive))
+        let next = self.ring.front().map(|n| n.arrive);
+        if next.is_none() {
+            // An empty wire starts again at its ring's first slot (`VecDeque::clear`
+            // puts the head there): the lines the next packets use stay the same few.
+            self.ring.clear();
+        }
+        (w, next)
     }
 
     /// The packet that reaches the far end next (for a prefetch: the next arrival reads
