@@ -153,30 +153,34 @@ impl Ord for Entry {
 
 /// The event queue. `now` only moves forward.
 ///
-/// A radix heap on time (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms for the
-/// shortest path problem", JACM 1990), which a discrete-event queue suits because the
-/// earliest time never decreases. Time is taken in ticks of 2^TICK_SHIFT ps: an event
-/// waits in bucket i when its tick first differs from `base`'s (the earliest time when
-/// the buckets were last refilled) at bit i, and each bucket knows its earliest time.
-/// The events in `base`'s tick are ordered by the whole key, so ties pop by source and
-/// counter exactly as one heap of keys would: those a refill brings are sorted once
-/// (`due`, earliest last), those scheduled into that tick while it is being processed
-/// wait in a small binary heap (`late`), and a pop takes the earlier of the two. A push
-/// is a vector push; when `base`'s tick is done, the lowest non-empty bucket is spread
-/// over the buckets below it around its earliest time, so each event moves at most 48
-/// times and mostly once. Before, one binary heap of every event: 22-26% of the run time
-/// in its `pop` (issue 17's profile); then a radix heap on picoseconds, whose refills
-/// took 14.6% (permutation) and 22% (allreduce) of the run, and which the ticks make
-/// 0.907x and 0.911x the wall time of those runs (medians of 7 and 3 pairs). Measured
-/// and not kept: a timing wheel (4,096 slots of one tick each, a binary heap beyond):
-/// 7-9% fewer instructions (cachegrind, a 1,024-GPU ring and websearch-128) but 1.05x
-/// the wall time of websearch-128 and 18 MiB more memory (3 pairs; 1.28x with 2 ns slots):
-/// each slot's vector is its own allocation, so pushes scatter over memory where the 64
-/// buckets stay in the cache. Also measured and not kept: a least-significant-digit
-/// radix sort (8-bit digits over the bits where the keys differ) for batches of 192
-/// events or more: 7% more instructions on that ring than the comparison sort (its
-/// batches of about 440 events differ over some 70 bits of key: nine passes, each over
-/// 256 counters).
+/// A timing wheel of one-tick slots in front of a binary heap (Varghese and Lauck,
+/// "Hashed and hierarchical timing wheels", SOSP 1987; Brown's calendar queue, CACM
+/// 1988, with one slot per tick and no resizing). Time is taken in ticks of
+/// 2^TICK_SHIFT ps. An event for a tick less than `WHEEL` ticks after the one being
+/// handled (`base`) waits in that tick's slot, a vector push; a later one waits in a
+/// binary heap (`far`: timers, the workload's starts), and moves to its slot when the
+/// wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
+/// key, so ties pop by source and counter exactly as one heap of keys would: those a
+/// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
+/// whole, not copied), those scheduled into that tick while it is being handled wait in
+/// a small binary heap (`late`), and a pop takes the earlier of the two. The next slot
+/// holding events is found from one word of occupancy bits.
+///
+/// History, on this project's 2-core machine. One binary heap of every event: 22-26% of
+/// the run time in its `pop` (issue 17's profile). A radix heap on picoseconds (Ahuja,
+/// Mehlhorn, Orlin and Tarjan, JACM 1990), whose refills took 14.6% (permutation) and
+/// 22% (allreduce) of the run; the ticks made that 0.907x and 0.911x the wall time
+/// (medians of 7 and 3 pairs). The radix heap on ticks moved each event through several
+/// of its 64 buckets before its tick came (refills 7% of websearch-128); this wheel
+/// moves it once: 0.936x the wall time of websearch-128 (5 pairs, 0.90-1.04), 0.95x of
+/// a 1,024-GPU ring's first 3 ms (4 pairs), 0.98x of permutation-8192 (4 pairs), both
+/// builds running at once, one per core. Measured and not kept: a wheel of 4,096 slots,
+/// 1.05x the wall time of websearch-128 and 18 MiB more memory (3 pairs; 1.28x with 2 ns
+/// slots): each slot's vector is its own allocation, so pushes scattered over memory
+/// where 64 slots stay in the cache. Also a least-significant-digit radix sort (8-bit
+/// digits over the bits where the keys differ) for batches of 192 events or more: 7%
+/// more instructions on that ring than the comparison sort (its batches of about 440
+/// events differ over some 70 bits of key: nine passes, each over 256 counters).
 #[derive(Debug)]
 pub struct EventQueue {
     /// Events in `base`'s tick that the last refill brought, sorted with the earliest key
@@ -184,13 +188,23 @@ pub struct EventQueue {
     due: Vec<Entry>,
     /// Events in `base`'s tick scheduled since, earliest key on top.
     late: BinaryHeap<Entry>,
-    /// `buckets[i]`: events whose tick first differs from `base`'s at bit i; `bucket_min`
-    /// the earliest time in each (`u64::MAX` when empty).
-    buckets: Vec<Vec<Entry>>,
-    bucket_min: [u64; 64],
-    /// Bit i set when `buckets[i]` holds an event.
-    occupied: u64,
-    /// No pending event is earlier; `now` once an event at it has popped.
+    /// `slots[t % WHEEL]`: the events of tick t, for each tick after `base`'s and
+    /// before `base + WHEEL`; `slot_min` the earliest time in each (`u64::MAX` when
+    /// empty).
+    slots: Vec<Vec<Entry>>,
+    slot_min: [u64; WHEEL as usize],
+    /// Bit `t % WHEEL` set when tick t's slot holds an event.
+    wheel: u64,
+    /// Events of ticks `base + WHEEL` and later, in a radix heap on ticks:
+    /// `far[i]` holds those whose tick first differs from `far_base` at bit i, and
+    /// `far_min[i]` is their earliest time (`u64::MAX` when empty).
+    far: Vec<Vec<Entry>>,
+    far_min: [u64; 64],
+    /// Bit i set when `far[i]` holds an event.
+    far_occupied: u64,
+    /// No far event's tick is earlier.
+    far_base: u64,
+    /// The tick being handled: no pending event is earlier.
     base: u64,
     len: usize,
     /// Each source's next sequence number.
@@ -209,18 +223,18 @@ fn time_of(e: &Entry) -> u64 {
     (e.key >> 64) as u64
 }
 
-/// Times in the same tick of 2^TICK_SHIFT ps share a bucket; the events of the earliest
-/// tick are sorted by their whole key.
+/// Times in the same tick of 2^TICK_SHIFT ps (8.192 ns) share a slot; the events of the
+/// tick being handled are sorted by their whole key.
 const TICK_SHIFT: u32 = 13;
 
-#[inline(always)]
-fn bucket_of(t: u64, base: u64) -> usize {
-    63 - ((t >> TICK_SHIFT) ^ (base >> TICK_SHIFT)).leading_zeros() as usize
-}
+/// Ticks the wheel holds ahead of the one being handled (524 ns): 99.8% of the events
+/// of permutation-8192 and 99.9% of websearch-128's are scheduled less than 64 ticks
+/// ahead (counted over their first 300 us).
+const WHEEL: u64 = 64;
 
 #[inline(always)]
-fn same_tick(a: u64, b: u64) -> bool {
-    a >> TICK_SHIFT == b >> TICK_SHIFT
+fn tick_of(t: u64) -> u64 {
+    t >> TICK_SHIFT
 }
 
 impl EventQueue {
@@ -233,9 +247,13 @@ impl EventQueue {
         EventQueue {
             due: Vec::new(),
             late: BinaryHeap::new(),
-            buckets: (0..64).map(|_| Vec::new()).collect(),
-            bucket_min: [u64::MAX; 64],
-            occupied: 0,
+            slots: (0..WHEEL).map(|_| Vec::new()).collect(),
+            slot_min: [u64::MAX; WHEEL as usize],
+            wheel: 0,
+            far: (0..64).map(|_| Vec::new()).collect(),
+            far_min: [u64::MAX; 64],
+            far_occupied: 0,
+            far_base: 0,
             base: 0,
             len: 0,
             counters: vec![0; sources],
@@ -315,51 +333,103 @@ impl EventQueue {
         );
         let e = Entry { key, event };
         self.len += 1;
-        // `base` is never later than `now` when a component schedules (it moves only
-        // in `pop`, to the time that pops).
-        if same_tick(at.0, self.base) {
+        // `base` is never later than `now`'s tick when a component schedules (it moves
+        // only in `pop`, to the tick that pops).
+        let ahead = tick_of(at.0) - self.base;
+        if ahead == 0 {
             self.late.push(e);
+        } else if ahead < WHEEL {
+            self.push_slot(e);
         } else {
-            let i = bucket_of(at.0, self.base);
-            self.buckets[i].push(e);
-            self.bucket_min[i] = self.bucket_min[i].min(at.0);
-            self.occupied |= 1 << i;
+            self.push_far(e);
         }
     }
 
-    /// Moves the lowest non-empty bucket's events around its earliest time: those in its
-    /// tick to `due`, sorted, the others to lower buckets.
+    /// Puts a far event in its radix bucket (its tick is later than `far_base`: it is
+    /// at least `WHEEL` ticks past `base`, which is past every tick a far refill took).
+    #[inline(always)]
+    fn push_far(&mut self, e: Entry) {
+        let t = time_of(&e);
+        let i = 63 - (tick_of(t) ^ self.far_base).leading_zeros() as usize;
+        self.far[i].push(e);
+        self.far_min[i] = self.far_min[i].min(t);
+        self.far_occupied |= 1 << i;
+    }
+
+    /// The earliest time of a far event, if any.
+    #[inline(always)]
+    fn far_first(&self) -> Option<u64> {
+        (self.far_occupied != 0).then(|| self.far_min[self.far_occupied.trailing_zeros() as usize])
+    }
+
+    /// Puts an event of a tick within the wheel's reach in its slot.
+    #[inline(always)]
+    fn push_slot(&mut self, e: Entry) {
+        let t = time_of(&e);
+        let j = (tick_of(t) % WHEEL) as usize;
+        self.slots[j].push(e);
+        self.slot_min[j] = self.slot_min[j].min(t);
+        self.wheel |= 1 << j;
+    }
+
+    /// The tick of the earliest slot after `base`'s that holds an event, if any.
+    #[inline(always)]
+    fn next_slot_tick(&self) -> Option<u64> {
+        (self.wheel != 0).then(|| {
+            let from = self.base + 1;
+            from + self
+                .wheel
+                .rotate_right((from % WHEEL) as u32)
+                .trailing_zeros() as u64
+        })
+    }
+
+    /// Moves to the earliest tick that holds an event: its events to `due`, sorted, and
+    /// the far events that come within the wheel's reach to their slots.
     #[inline(never)]
     fn refill(&mut self) {
-        let i = self.occupied.trailing_zeros() as usize;
-        let mut v = std::mem::take(&mut self.buckets[i]);
-        self.occupied &= !(1 << i);
-        let m = self.bucket_min[i];
-        self.bucket_min[i] = u64::MAX;
-        self.base = m;
-        for e in v.drain(..) {
-            let t = time_of(&e);
-            if same_tick(t, m) {
-                self.due.push(e);
-            } else {
-                let j = bucket_of(t, m);
-                self.buckets[j].push(e);
-                self.bucket_min[j] = self.bucket_min[j].min(t);
-                self.occupied |= 1 << j;
+        // Every slotted tick is earlier than every far one.
+        let next = self
+            .next_slot_tick()
+            .or_else(|| self.far_first().map(tick_of))
+            .expect("a refill with events pending");
+        self.base = next;
+        // The far events within reach: the lowest radix bucket holds the earliest; it
+        // is spread around its earliest tick, over the wheel and the buckets below it.
+        while let Some(first) = self.far_first() {
+            if tick_of(first) - next >= WHEEL {
+                break;
             }
+            let i = self.far_occupied.trailing_zeros() as usize;
+            let mut v = std::mem::take(&mut self.far[i]);
+            self.far_occupied &= !(1 << i);
+            self.far_min[i] = u64::MAX;
+            self.far_base = tick_of(first);
+            for e in v.drain(..) {
+                if tick_of(time_of(&e)) - next < WHEEL {
+                    self.push_slot(e);
+                } else {
+                    self.push_far(e);
+                }
+            }
+            // Keep the bucket's allocation for the events to come.
+            self.far[i] = v;
         }
+        let j = (next % WHEEL) as usize;
+        // `due` is empty: its allocation goes to the slot for the events to come.
+        std::mem::swap(&mut self.due, &mut self.slots[j]);
+        self.wheel &= !(1 << j);
+        self.slot_min[j] = u64::MAX;
         // Earliest key last, so that pops take from the end.
         self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         self.due_pops = 0;
-        // Keep the bucket's allocation for the events to come.
-        self.buckets[i] = v;
     }
 
     /// Pops the earliest event and advances `now` to its time.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(SimTime, Event)> {
         if self.due.is_empty() && self.late.is_empty() {
-            if self.occupied == 0 {
+            if self.len == 0 {
                 return None;
             }
             self.refill();
@@ -421,7 +491,8 @@ impl EventQueue {
         self.due
             .iter()
             .chain(self.late.iter())
-            .chain(self.buckets.iter().flatten())
+            .chain(self.slots.iter().flatten())
+            .chain(self.far.iter().flatten())
     }
 
     /// Time of the earliest pending event that `pred` accepts: a scan of the whole
@@ -442,12 +513,10 @@ impl EventQueue {
         if let Some(t) = due.into_iter().chain(late).min() {
             return Some(SimTime(t));
         }
-        if self.occupied == 0 {
-            return None;
+        match self.next_slot_tick() {
+            Some(t) => Some(SimTime(self.slot_min[(t % WHEEL) as usize])),
+            None => self.far_first().map(SimTime),
         }
-        Some(SimTime(
-            self.bucket_min[self.occupied.trailing_zeros() as usize],
-        ))
     }
 }
 
@@ -584,7 +653,7 @@ mod tests {
 
     #[test]
     fn events_across_ticks_pop_in_key_order_and_peek_the_earliest() {
-        // Three sources scheduling up to 1 us ahead (about 15 ticks), popped while more
+        // Three sources scheduling up to 100 us ahead, popped while more
         // are scheduled, some into the tick being processed. Each pop must be the least
         // pending (time, source, the source's own order), as in a sorted reference set,
         // and `peek_time` must name its time.
@@ -609,7 +678,13 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let src = (x % 3) as u32;
-            let ahead = if i % 5 == 0 { x % 300 } else { x % 1_000_000 };
+            // Within the tick, within the wheel's reach (1 us: 122 ticks, half of them
+            // beyond it) and far beyond it (up to 100 us: the far heap's deep buckets).
+            let ahead = match i % 5 {
+                0 => x % 300,
+                1 => x % 100_000_000,
+                _ => x % 1_000_000,
+            };
             let t = q.now().0 + ahead;
             // The source's sequence number in the low bits, the source above.
             let port = (src << 24) | seq[src as usize];
