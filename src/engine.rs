@@ -153,13 +153,14 @@ impl Ord for Entry {
 
 /// The event queue. `now` only moves forward.
 ///
-/// A timing wheel of one-tick slots in front of a binary heap (Varghese and Lauck,
+/// A timing wheel of one-tick slots in front of a radix heap (Varghese and Lauck,
 /// "Hashed and hierarchical timing wheels", SOSP 1987; Brown's calendar queue, CACM
-/// 1988, with one slot per tick and no resizing). Time is taken in ticks of
-/// 2^TICK_SHIFT ps. An event for a tick less than `WHEEL` ticks after the one being
-/// handled (`base`) waits in that tick's slot, a vector push; a later one waits in a
-/// binary heap (`far`: timers, the workload's starts), and moves to its slot when the
-/// wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
+/// 1988, with one slot per tick and no resizing; Ahuja, Mehlhorn, Orlin and Tarjan,
+/// "Faster algorithms for the shortest path problem", JACM 1990). Time is taken in
+/// ticks of 2^TICK_SHIFT ps. An event for a tick less than `WHEEL` ticks after the one
+/// being handled (`base`) waits in that tick's slot, a vector push; a later one waits
+/// in the radix heap (`far`: timers, the workload's starts, arrivals on long links),
+/// and moves to its slot when the wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
 /// key, so ties pop by source and counter exactly as one heap of keys would: those a
 /// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
 /// whole, not copied); one scheduled into that tick while it is being handled joins
@@ -170,14 +171,16 @@ impl Ord for Entry {
 /// word of occupancy bits.
 ///
 /// History, on this project's 2-core machine. One binary heap of every event: 22-26% of
-/// the run time in its `pop` (issue 17's profile). A radix heap on picoseconds (Ahuja,
-/// Mehlhorn, Orlin and Tarjan, JACM 1990), whose refills took 14.6% (permutation) and
-/// 22% (allreduce) of the run; the ticks made that 0.907x and 0.911x the wall time
-/// (medians of 7 and 3 pairs). The radix heap on ticks moved each event through several
-/// of its 64 buckets before its tick came (refills 7% of websearch-128); this wheel
-/// moves it once: 0.936x the wall time of websearch-128 (5 pairs, 0.90-1.04), 0.95x of
-/// a 1,024-GPU ring's first 3 ms (4 pairs), 0.98x of permutation-8192 (4 pairs), both
-/// builds running at once, one per core. Measured and not kept: a wheel of 4,096 slots,
+/// the run time in its `pop` (issue 17's profile). A radix heap on picoseconds, whose
+/// refills took 14.6% (permutation) and 22% (allreduce) of the run; the ticks made that
+/// 0.907x and 0.911x the wall time (medians of 7 and 3 pairs). The radix heap on ticks
+/// moved each event through several of its 64 buckets before its tick came (refills 7%
+/// of websearch-128); the wheel moves it once: 0.94x the wall time of websearch-128
+/// (11 pairs, 0.88-1.06), 0.98x of a 1,024-GPU ring's first 3 ms (4 pairs), both builds
+/// running at once, one per core; permutation-256 with PFC 8.4% fewer instructions
+/// (cachegrind). With a binary heap beyond the wheel, `cargo bench --bench engine --
+/// event_queue` (every event 0-4 us ahead) fell from 15.5 M to 11.1 M events/s; with
+/// the radix heap there it rose to 21.8 M. Measured and not kept: a wheel of 4,096 slots,
 /// 1.05x the wall time of websearch-128 and 18 MiB more memory (3 pairs; 1.28x with 2 ns
 /// slots): each slot's vector is its own allocation, so pushes scattered over memory
 /// where 64 slots stay in the cache. Also a least-significant-digit radix sort (8-bit
@@ -367,6 +370,7 @@ impl EventQueue {
     #[inline(always)]
     fn push_far(&mut self, e: Entry) {
         let t = time_of(&e);
+        debug_assert!(tick_of(t) > self.far_base, "a far event after the far base");
         let i = 63 - (tick_of(t) ^ self.far_base).leading_zeros() as usize;
         self.far[i].push(e);
         self.far_min[i] = self.far_min[i].min(t);
