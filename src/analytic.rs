@@ -136,15 +136,37 @@ pub fn ideal_fct_on_path(
     last_extra: u64,
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
+    let args = (switch_lat, forwarding, mtu, overhead, header);
+    followed(links, args, size, first_extra, last_extra, dma).0
+}
+
+/// [`ideal_fct_on_path`], and how many packets it followed one by one.
+fn followed(
+    links: &[LinkParams],
+    (switch_lat, forwarding, mtu, overhead, header): (SimDuration, Forwarding, u64, u64, u64),
+    size: u64,
+    first_extra: u64,
+    last_extra: u64,
+    dma: Option<crate::units::BitsPerSec>,
+) -> (SimDuration, u64) {
     assert!(!links.is_empty() && mtu > 0);
+    let mut steps = 0;
     let mut prev_start0 = 0u64;
     let mut prev_payload = 0u64;
     let n = size.div_ceil(mtu).max(1);
     let hops = links.len();
     // end[j]: when the previous packet finished serializing on hop j.
     let mut prev_end = vec![0u64; hops];
+    // The same before the packet being followed (for the jump below).
+    let mut before = vec![0u64; hops];
     let mut last_arrival = 0u64;
-    for i in 0..n {
+    let mut i = 0;
+    while i < n {
+        steps += 1;
+        before.copy_from_slice(&prev_end);
+        let start_before = prev_start0;
+        // Whether a cut-through bound was cut at zero (the step is then not a shift).
+        let mut clipped = false;
         let payload = if i + 1 == n {
             size - (n - 1) * mtu
         } else {
@@ -176,6 +198,7 @@ pub fn ideal_fct_on_path(
                         let head = start + serialization_delay(header, links[j].rate).0 + prop;
                         let tail = end + prop;
                         let ser_next = serialization_delay(wire, links[j + 1].rate).0;
+                        clipped |= tail + switch_lat.0 < ser_next;
                         (head + switch_lat.0).max((tail + switch_lat.0).saturating_sub(ser_next))
                     }
                 };
@@ -184,8 +207,32 @@ pub fn ideal_fct_on_path(
                 start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
             }
         }
+        // The packets between the first and the last are alike, and following one is a
+        // max-plus map of the state (every hop's end, the DMA's start) that commutes
+        // with adding a constant to all of it. So once a middle packet shifted the whole
+        // state by one amount d, each middle packet after it shifts it by d again: jump
+        // to the last middle packet (exact, checked against packet-by-packet in the
+        // tests; a 30 MB flow of 1000-byte packets took 30,000 steps).
+        let middle = i >= 1 && i + 2 < n;
+        if middle && !clipped {
+            let d = prev_end[0].wrapping_sub(before[0]);
+            let shifted = prev_end
+                .iter()
+                .zip(&before)
+                .all(|(e, b)| e.wrapping_sub(*b) == d)
+                && (dma.is_none() || prev_start0.wrapping_sub(start_before) == d);
+            if shifted {
+                let k = (n - 2) - i;
+                for e in prev_end.iter_mut() {
+                    *e += k * d;
+                }
+                prev_start0 += k * d;
+                i = n - 2;
+            }
+        }
+        i += 1;
     }
-    SimDuration(last_arrival)
+    (SimDuration(last_arrival), steps)
 }
 
 /// How a flow's packets are made and forwarded: what an ideal FCT needs besides the
@@ -455,6 +502,166 @@ mod tests {
             rate: BitsPerSec(gbps * 1_000_000_000),
             latency: SimDuration::from_ns(ns),
         }
+    }
+
+    /// `ideal_fct_on_path` packet by packet, without the jump (what it was before).
+    #[allow(clippy::too_many_arguments)]
+    fn stepwise(
+        links: &[LinkParams],
+        switch_lat: SimDuration,
+        forwarding: Forwarding,
+        mtu: u64,
+        overhead: u64,
+        header: u64,
+        size: u64,
+        first_extra: u64,
+        last_extra: u64,
+        dma: Option<BitsPerSec>,
+    ) -> SimDuration {
+        let (mut prev_start0, mut prev_payload) = (0u64, 0u64);
+        let n = size.div_ceil(mtu).max(1);
+        let hops = links.len();
+        let mut prev_end = vec![0u64; hops];
+        let mut last_arrival = 0u64;
+        for i in 0..n {
+            let payload = if i + 1 == n {
+                size - (n - 1) * mtu
+            } else {
+                mtu
+            };
+            let mut wire = payload + overhead;
+            if i == 0 {
+                wire += first_extra;
+            } else if i + 1 == n {
+                wire += last_extra;
+            }
+            let mut start = if i == 0 { 0 } else { prev_end[0] };
+            if let (Some(bw), true) = (dma, i > 0) {
+                start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
+            }
+            prev_start0 = start;
+            prev_payload = payload;
+            for j in 0..hops {
+                let end = start + serialization_delay(wire, links[j].rate).0;
+                prev_end[j] = end;
+                let prop = links[j].latency.0;
+                if j + 1 == hops {
+                    last_arrival = end + prop;
+                } else {
+                    let ready = match forwarding {
+                        Forwarding::StoreAndForward => end + prop + switch_lat.0,
+                        Forwarding::CutThrough => {
+                            let head = start + serialization_delay(header, links[j].rate).0 + prop;
+                            let ser_next = serialization_delay(wire, links[j + 1].rate).0;
+                            (head + switch_lat.0)
+                                .max((end + prop + switch_lat.0).saturating_sub(ser_next))
+                        }
+                    };
+                    start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
+                }
+            }
+        }
+        SimDuration(last_arrival)
+    }
+
+    /// The jump over a flow's middle packets gives exactly what following every packet
+    /// gives: 3,000 pseudo-random paths of 1 to 4 hops (rates from 1 to 800 Gb/s, so
+    /// later hops may be slower or faster, latencies 0-2 us, switch latency 0-1 us),
+    /// both forwarding modes, MTUs of 64 B to 9 KB, 0-3 MTUs plus a remainder up to
+    /// 200 MTUs, extra bytes on the first and last packets, with and without a DMA
+    /// rate (0.5-400 Gb/s). And a 30 MB flow of 30,000 packets takes a handful of
+    /// steps.
+    #[test]
+    fn the_jump_over_middle_packets_is_exact() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let rates = [1u64, 10, 25, 100, 200, 400, 800];
+        let mut jumped = 0;
+        for _ in 0..3000 {
+            let hops = 1 + next(4) as usize;
+            let links: Vec<LinkParams> = (0..hops)
+                .map(|_| LinkParams {
+                    rate: BitsPerSec(rates[next(7) as usize] * 1_000_000_000),
+                    latency: SimDuration(next(2_000_001)),
+                })
+                .collect();
+            let switch_lat = SimDuration(next(1_000_001));
+            let forwarding = if next(2) == 0 {
+                Forwarding::StoreAndForward
+            } else {
+                Forwarding::CutThrough
+            };
+            let mtu = [64u64, 256, 1000, 1024, 4096, 9000][next(6) as usize];
+            let overhead = next(100);
+            let header = 1 + next(80);
+            let size = if next(3) == 0 {
+                1 + next(4 * mtu)
+            } else {
+                1 + next(200 * mtu)
+            };
+            let (first_extra, last_extra) = (next(40), next(40));
+            let dma = (next(2) == 0).then(|| BitsPerSec((1 + next(800)) * 500_000_000));
+            let args = (
+                &links[..],
+                switch_lat,
+                forwarding,
+                mtu,
+                overhead,
+                header,
+                size,
+            );
+            let (got, steps) = followed(
+                args.0,
+                (args.1, args.2, args.3, args.4, args.5),
+                size,
+                first_extra,
+                last_extra,
+                dma,
+            );
+            let want = stepwise(
+                args.0,
+                args.1,
+                args.2,
+                args.3,
+                args.4,
+                args.5,
+                args.6,
+                first_extra,
+                last_extra,
+                dma,
+            );
+            assert_eq!(
+                got, want,
+                "{links:?} {switch_lat:?} {forwarding:?} mtu {mtu} overhead {overhead} \
+                 header {header} size {size} extras {first_extra} {last_extra} dma {dma:?}"
+            );
+            jumped += (steps < size.div_ceil(mtu)) as u32;
+        }
+        // Most multi-packet flows jump (about two thirds of the cases have more than
+        // three packets).
+        assert!(jumped > 1000, "{jumped} of 3,000 flows jumped");
+        // A 30 MB flow of 1000-byte packets over three 100 Gb/s hops.
+        let three = [link(100, 1000), link(100, 1000), link(100, 1000)];
+        let lat = SimDuration::from_ns(300);
+        let (fct, steps) = followed(
+            &three,
+            (lat, Forwarding::StoreAndForward, 1000, 48, 48),
+            30_000_000,
+            0,
+            0,
+            None,
+        );
+        let args = (Forwarding::StoreAndForward, 1000, 48, 48, 30_000_000);
+        let want = stepwise(
+            &three, lat, args.0, args.1, args.2, args.3, args.4, 0, 0, None,
+        );
+        assert_eq!(fct, want);
+        assert!(steps <= 5, "{steps} packets followed one by one");
     }
 
     #[test]
