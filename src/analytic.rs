@@ -8,7 +8,10 @@
 //! cut-through) with no other traffic: the first packet crosses every hop, the rest follow
 //! at the bottleneck link's pace. It is computed by the flow-shop recurrence
 //! `start(i, j+1) = max(ready(i, j+1), end(i-1, j+1))`, which is exact for any mix of link
-//! rates and a short last packet.
+//! rates and a short last packet. Once a middle packet shifts every hop's state by one
+//! amount, the packets up to the last one do too (the recurrence is max-plus, and
+//! commutes with adding a constant), so it jumps there: a 30 MB flow takes a handful of
+//! steps, not 30,000.
 
 pub mod dcqcn_fluid;
 pub mod host;
