@@ -167,8 +167,8 @@ impl Ord for Entry {
 /// them when it falls among their last `NEAR_DUE` places (most do: an ACK's end of
 /// serialization, a small packet's arrival; 20% of permutation-8192's events are
 /// scheduled into their own tick), else waits in a small binary heap (`late`), and a
-/// pop takes the earlier of the two. The next slot holding events is found from one
-/// word of occupancy bits.
+/// pop takes the earlier of the two. The next slot holding events is found from four
+/// words of occupancy bits.
 ///
 /// History, on this project's 2-core machine. One binary heap of every event: 22-26% of
 /// the run time in its `pop` (issue 17's profile). A radix heap on picoseconds, whose
@@ -183,7 +183,12 @@ impl Ord for Entry {
 /// the radix heap there it rose to 21.8 M. Measured and not kept: a wheel of 4,096 slots,
 /// 1.05x the wall time of websearch-128 and 18 MiB more memory (3 pairs; 1.28x with 2 ns
 /// slots): each slot's vector is its own allocation, so pushes scattered over memory
-/// where 64 slots stay in the cache. Also a least-significant-digit radix sort (8-bit
+/// where 64 slots stay in the cache. Since, the wheel's 64 slots of 8.2 ns became 256 of
+/// 2 ns, the same reach: a large fabric's ticks were crowded (permutation-8192 sorted up
+/// to 12,415 events per 8 ns tick at once, 767 on average, with those scheduled into
+/// the tick piling up in `late`; websearch-128 at most 90, 26 on average): 0.95x the wall time of permutation-8192
+/// (4 pairs, 0.93-0.975), 0.97x of websearch-128 (5 pairs, 0.91-0.99), 0.99x of the ring
+/// (4 pairs, 0.98-0.995). Also a least-significant-digit radix sort (8-bit
 /// digits over the bits where the keys differ) for batches of 192 events or more: 7%
 /// more instructions on that ring than the comparison sort (its batches of about 440
 /// events differ over some 70 bits of key: nine passes, each over 256 counters).
@@ -200,7 +205,7 @@ pub struct EventQueue {
     slots: Vec<Vec<Entry>>,
     slot_min: [u64; WHEEL as usize],
     /// Bit `t % WHEEL` set when tick t's slot holds an event.
-    wheel: u64,
+    wheel: [u64; WORDS],
     /// Events of ticks `base + WHEEL` and later, in a radix heap on ticks:
     /// `far[i]` holds those whose tick first differs from `far_base` at bit i, and
     /// `far_min[i]` is their earliest time (`u64::MAX` when empty).
@@ -229,14 +234,17 @@ fn time_of(e: &Entry) -> u64 {
     (e.key >> 64) as u64
 }
 
-/// Times in the same tick of 2^TICK_SHIFT ps (8.192 ns) share a slot; the events of the
+/// Times in the same tick of 2^TICK_SHIFT ps (2.048 ns) share a slot; the events of the
 /// tick being handled are sorted by their whole key.
-const TICK_SHIFT: u32 = 13;
+const TICK_SHIFT: u32 = 11;
 
 /// Ticks the wheel holds ahead of the one being handled (524 ns): 99.8% of the events
-/// of permutation-8192 and 99.9% of websearch-128's are scheduled less than 64 ticks
+/// of permutation-8192 and 99.9% of websearch-128's are scheduled less than 524 ns
 /// ahead (counted over their first 300 us).
-const WHEEL: u64 = 64;
+const WHEEL: u64 = 256;
+
+/// Words of the wheel's occupancy bits.
+const WORDS: usize = WHEEL as usize / 64;
 
 /// An event scheduled into the tick being handled goes into `due`'s last this many
 /// places when it falls there (a short move), else into `late`.
@@ -259,7 +267,7 @@ impl EventQueue {
             late: BinaryHeap::new(),
             slots: (0..WHEEL).map(|_| Vec::new()).collect(),
             slot_min: [u64::MAX; WHEEL as usize],
-            wheel: 0,
+            wheel: [0; WORDS],
             far: (0..64).map(|_| Vec::new()).collect(),
             far_min: [u64::MAX; 64],
             far_occupied: 0,
@@ -390,19 +398,30 @@ impl EventQueue {
         let j = (tick_of(t) % WHEEL) as usize;
         self.slots[j].push(e);
         self.slot_min[j] = self.slot_min[j].min(t);
-        self.wheel |= 1 << j;
+        self.wheel[j / 64] |= 1 << (j % 64);
     }
 
     /// The tick of the earliest slot after `base`'s that holds an event, if any.
     #[inline(always)]
     fn next_slot_tick(&self) -> Option<u64> {
-        (self.wheel != 0).then(|| {
-            let from = self.base + 1;
-            from + self
-                .wheel
-                .rotate_right((from % WHEEL) as u32)
-                .trailing_zeros() as u64
-        })
+        let from = self.base + 1;
+        let s = (from % WHEEL) as usize;
+        let (w0, b0) = (s / 64, s % 64);
+        for k in 0..=WORDS {
+            let w = (w0 + k) % WORDS;
+            let mut bits = self.wheel[w];
+            if k == 0 {
+                bits &= !0u64 << b0;
+            } else if k == WORDS {
+                bits &= !(!0u64 << b0);
+            }
+            if bits != 0 {
+                let j = w * 64 + bits.trailing_zeros() as usize;
+                let ahead = (j + WHEEL as usize - s) % WHEEL as usize;
+                return Some(from + ahead as u64);
+            }
+        }
+        None
     }
 
     /// Moves to the earliest tick that holds an event: its events to `due`, sorted, and
@@ -439,7 +458,7 @@ impl EventQueue {
         let j = (next % WHEEL) as usize;
         // `due` is empty: its allocation goes to the slot for the events to come.
         std::mem::swap(&mut self.due, &mut self.slots[j]);
-        self.wheel &= !(1 << j);
+        self.wheel[j / 64] &= !(1 << (j % 64));
         self.slot_min[j] = u64::MAX;
         // Earliest key last, so that pops take from the end.
         self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
