@@ -140,10 +140,11 @@ pub fn ideal_fct_on_path(
     dma: Option<crate::units::BitsPerSec>,
 ) -> SimDuration {
     let args = (switch_lat, forwarding, mtu, overhead, header);
-    followed(links, args, size, first_extra, last_extra, dma).0
+    followed(links, args, size, first_extra, last_extra, dma, true).0
 }
 
-/// [`ideal_fct_on_path`], and how many packets it followed one by one.
+/// [`ideal_fct_on_path`], and how many packets it followed one by one; without `jump`,
+/// every packet (the tests' reference for the jump).
 fn followed(
     links: &[LinkParams],
     (switch_lat, forwarding, mtu, overhead, header): (SimDuration, Forwarding, u64, u64, u64),
@@ -151,6 +152,7 @@ fn followed(
     first_extra: u64,
     last_extra: u64,
     dma: Option<crate::units::BitsPerSec>,
+    jump: bool,
 ) -> (SimDuration, u64) {
     assert!(!links.is_empty() && mtu > 0);
     let mut steps = 0;
@@ -217,7 +219,7 @@ fn followed(
         // to the last middle packet (exact, checked against packet-by-packet in the
         // tests; a 30 MB flow of 1000-byte packets took 30,000 steps).
         let middle = i >= 1 && i + 2 < n;
-        if middle && !clipped {
+        if jump && middle && !clipped {
             let d = prev_end[0].wrapping_sub(before[0]);
             let shifted = prev_end
                 .iter()
@@ -507,68 +509,8 @@ mod tests {
         }
     }
 
-    /// `ideal_fct_on_path` packet by packet, without the jump (what it was before).
-    #[allow(clippy::too_many_arguments)]
-    fn stepwise(
-        links: &[LinkParams],
-        switch_lat: SimDuration,
-        forwarding: Forwarding,
-        mtu: u64,
-        overhead: u64,
-        header: u64,
-        size: u64,
-        first_extra: u64,
-        last_extra: u64,
-        dma: Option<BitsPerSec>,
-    ) -> SimDuration {
-        let (mut prev_start0, mut prev_payload) = (0u64, 0u64);
-        let n = size.div_ceil(mtu).max(1);
-        let hops = links.len();
-        let mut prev_end = vec![0u64; hops];
-        let mut last_arrival = 0u64;
-        for i in 0..n {
-            let payload = if i + 1 == n {
-                size - (n - 1) * mtu
-            } else {
-                mtu
-            };
-            let mut wire = payload + overhead;
-            if i == 0 {
-                wire += first_extra;
-            } else if i + 1 == n {
-                wire += last_extra;
-            }
-            let mut start = if i == 0 { 0 } else { prev_end[0] };
-            if let (Some(bw), true) = (dma, i > 0) {
-                start = start.max(prev_start0 + serialization_delay(prev_payload, bw).0);
-            }
-            prev_start0 = start;
-            prev_payload = payload;
-            for j in 0..hops {
-                let end = start + serialization_delay(wire, links[j].rate).0;
-                prev_end[j] = end;
-                let prop = links[j].latency.0;
-                if j + 1 == hops {
-                    last_arrival = end + prop;
-                } else {
-                    let ready = match forwarding {
-                        Forwarding::StoreAndForward => end + prop + switch_lat.0,
-                        Forwarding::CutThrough => {
-                            let head = start + serialization_delay(header, links[j].rate).0 + prop;
-                            let ser_next = serialization_delay(wire, links[j + 1].rate).0;
-                            (head + switch_lat.0)
-                                .max((end + prop + switch_lat.0).saturating_sub(ser_next))
-                        }
-                    };
-                    start = ready.max(if i == 0 { 0 } else { prev_end[j + 1] });
-                }
-            }
-        }
-        SimDuration(last_arrival)
-    }
-
     /// The jump over a flow's middle packets gives exactly what following every packet
-    /// gives: 3,000 pseudo-random paths of 1 to 4 hops (rates from 1 to 800 Gb/s, so
+    /// (the same loop without the jump) gives: 3,000 pseudo-random paths of 1 to 4 hops (rates from 1 to 800 Gb/s, so
     /// later hops may be slower or faster, latencies 0-2 us, switch latency 0-1 us),
     /// both forwarding modes, MTUs of 64 B to 9 KB, 0-3 MTUs plus a remainder up to
     /// 200 MTUs, extra bytes on the first and last packets, with and without a DMA
@@ -618,26 +560,10 @@ mod tests {
                 header,
                 size,
             );
-            let (got, steps) = followed(
-                args.0,
-                (args.1, args.2, args.3, args.4, args.5),
-                size,
-                first_extra,
-                last_extra,
-                dma,
-            );
-            let want = stepwise(
-                args.0,
-                args.1,
-                args.2,
-                args.3,
-                args.4,
-                args.5,
-                args.6,
-                first_extra,
-                last_extra,
-                dma,
-            );
+            let timing = (args.1, args.2, args.3, args.4, args.5);
+            let (got, steps) = followed(args.0, timing, size, first_extra, last_extra, dma, true);
+            let (want, all) = followed(args.0, timing, size, first_extra, last_extra, dma, false);
+            assert_eq!(all, size.div_ceil(mtu));
             assert_eq!(
                 got, want,
                 "{links:?} {switch_lat:?} {forwarding:?} mtu {mtu} overhead {overhead} \
@@ -651,18 +577,9 @@ mod tests {
         // A 30 MB flow of 1000-byte packets over three 100 Gb/s hops.
         let three = [link(100, 1000), link(100, 1000), link(100, 1000)];
         let lat = SimDuration::from_ns(300);
-        let (fct, steps) = followed(
-            &three,
-            (lat, Forwarding::StoreAndForward, 1000, 48, 48),
-            30_000_000,
-            0,
-            0,
-            None,
-        );
-        let args = (Forwarding::StoreAndForward, 1000, 48, 48, 30_000_000);
-        let want = stepwise(
-            &three, lat, args.0, args.1, args.2, args.3, args.4, 0, 0, None,
-        );
+        let timing = (lat, Forwarding::StoreAndForward, 1000, 48, 48);
+        let (fct, steps) = followed(&three, timing, 30_000_000, 0, 0, None, true);
+        let (want, _) = followed(&three, timing, 30_000_000, 0, 0, None, false);
         assert_eq!(fct, want);
         assert!(steps <= 5, "{steps} packets followed one by one");
     }

@@ -24,6 +24,7 @@ pub mod ingress;
 pub mod nic;
 pub mod port;
 pub mod qp;
+mod queue_depth;
 pub mod switch;
 pub mod wire;
 
