@@ -195,8 +195,10 @@ impl Ord for Entry {
 /// Even at 2 ns, 80% of permutation-8192's events come in refills of 257 to 4,096 (its
 /// flows start together, so its events share exact times), and sorting them was 5.4% of
 /// its run (perf); a refill of `PROXY_SORT_MIN` events or more now sorts one `u64` per
-/// event instead of the 32-byte entries (`sort_due_by_proxy`): 0.96x the wall time of
-/// permutation-8192 (14 pairs, 0.84-1.11). websearch-128's refills hold 12 events on
+/// event instead of the 32-byte entries (`sort_due_by_proxy`), and the sort's share fell
+/// to 3% (perf). On the wall time of permutation-8192 that is within this machine's
+/// noise: 0.96x with the new build started first (14 pairs, 0.84-1.11), 1.01x with the
+/// old one started first (8 pairs, 0.93-1.18). websearch-128's refills hold 12 events on
 /// average; proxies from 12 events up measured 1.00x there (6 pairs). A slot handed an
 /// emptied `due` keeps at most `SLOT_KEEP` events' worth of it: permutation-8192 peaked
 /// at 261 MiB instead of 297 (each slot had kept its most crowded tick's allocation),
