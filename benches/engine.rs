@@ -5,7 +5,7 @@
 //!   Most land beyond the wheel's 524 ns, in the far radix heap.
 //! - `event_queue_near`: the same with each next event 0-300 ns ahead, as in real runs
 //!   (97% of permutation-8192's and 99% of websearch-128's events are scheduled less
-//!   than 262 ns ahead): 10,000 pending events over 300 ns, about 68 per 2 ns tick, a
+//!   than 262 ns ahead): 10,000 pending events over 300 ns, about 130 per 2 ns tick once rescheduled, a
 //!   large fabric's crowded ticks.
 //! - `permutation-256-rc` / `-raw`: the fixed 256-host permutation of
 //!   `scenarios/permutation-256.yaml` (16 leaves x 16 hosts, 16 spines, 100 Gb/s, 1 us

@@ -163,7 +163,8 @@ impl Ord for Entry {
 /// and moves to its slot when the wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
 /// key, so ties pop by source and counter exactly as one heap of keys would: those a
 /// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
-/// whole, not copied); one scheduled into that tick while it is being handled joins
+/// whole, not copied, unless the refill is large enough to be sorted through proxies,
+/// below); one scheduled into that tick while it is being handled joins
 /// them when it falls among their last `NEAR_DUE` places (most do: an ACK's end of
 /// serialization, a small packet's arrival; 20% of permutation-8192's events are
 /// scheduled into their own tick), else waits in a small binary heap (`late`), and a
@@ -201,7 +202,7 @@ impl Ord for Entry {
 /// old one started first (8 pairs, 0.93-1.18). websearch-128's refills hold 12 events on
 /// average; proxies from 12 events up measured 1.00x there (6 pairs). On the queue alone
 /// with crowded ticks (`cargo bench --bench engine -- event_queue_near`: 10,000 pending
-/// events each 0-300 ns ahead, about 68 per tick) 48.2 M events/s, against 26.1 M/s
+/// events each 0-300 ns ahead, about 130 per tick) 48.2 M events/s, against 26.1 M/s
 /// before the proxies and the bound on a slot's allocation. A slot handed an
 /// emptied `due` keeps at most `SLOT_KEEP` events' worth of it: permutation-8192 peaked
 /// at 261 MiB instead of 297 (each slot had kept its most crowded tick's allocation),
@@ -243,7 +244,8 @@ pub struct EventQueue {
     due_pops: usize,
     /// The key of the event popped last (the one being handled).
     current: u128,
-    /// Scratch for `sort_due_by_proxy`, kept for its allocations.
+    /// Scratch for `sort_due_by_proxy`, kept for its allocations (the largest refill's:
+    /// 480 KiB for permutation-8192's 12,415 events).
     proxy: Vec<u64>,
     gathered: Vec<Entry>,
 }
@@ -269,7 +271,7 @@ const WORDS: usize = WHEEL as usize / 64;
 /// places when it falls there (a short move), else into `late`.
 const NEAR_DUE: usize = 8;
 
-/// The most events' worth of allocation an empty slot keeps (8 KiB each), so that the
+/// The most events' worth of allocation an empty slot keeps (8 KiB per slot), so that the
 /// wheel's memory does not stay at its most crowded ticks'.
 const SLOT_KEEP: usize = 256;
 
@@ -518,8 +520,12 @@ impl EventQueue {
     /// place in `due` (29), sorted as integers; the events are then gathered in that
     /// order. Events of one source at one time come out in the order they were pushed,
     /// which is their counters' order unless a key was reserved before later ones of its
-    /// source were scheduled (`reserve`); an insertion pass by the whole key puts those
-    /// few right, so the result is exactly the sort by key.
+    /// source were scheduled (`reserve`: returning IB credits). Far events keep their
+    /// order: those of one tick share a radix bucket until it is emptied, and all move
+    /// to their slot before anything is scheduled there directly. An insertion pass by
+    /// the whole key puts the reserved few right, so the result is exactly the sort by
+    /// key; past a budget of moves (many reserved keys out of order) it gives way to a
+    /// comparison sort, so the worst case stays n log n.
     fn sort_due_by_proxy(&mut self) {
         let start = self.base << TICK_SHIFT;
         self.proxy.clear();
@@ -539,9 +545,15 @@ impl EventQueue {
         );
         std::mem::swap(&mut self.due, &mut self.gathered);
         // Descending by the whole key: only ties of time and source move.
+        let mut budget = 8 * self.due.len();
         for i in 1..self.due.len() {
             let mut j = i;
             while j > 0 && self.due[j - 1].key < self.due[j].key {
+                if budget == 0 {
+                    self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+                    return;
+                }
+                budget -= 1;
                 self.due.swap(j - 1, j);
                 j -= 1;
             }
@@ -829,16 +841,15 @@ mod tests {
     fn crowded_ticks_pop_in_key_order() {
         // Ties by the thousand, as a synchronized permutation makes them: 200 sources
         // schedule at a few exact times per tick (batches far above the proxy sort's
-        // threshold), some from beyond the wheel (moved to their slot later, so pushed
-        // after events of the same source with later numbers), some within it, some into
-        // the tick being handled, some under keys reserved before they are scheduled.
+        // threshold), some from beyond the wheel, some within it, some into the tick
+        // being handled, some under keys reserved before they are scheduled (so pushed
+        // after later ones of their source: the insertion pass must put them right).
         // Each pop must be the least pending (time, source, the source's own order).
         const SOURCES: u32 = 200;
         let mut q = EventQueue::new(SOURCES as usize);
         let mut x: u64 = 0x0123_4567_89ab_cdef;
         let mut pending = std::collections::BTreeSet::new();
         let mut seq = [0u32; SOURCES as usize];
-        let mut largest = 0;
         let mut held = Vec::new();
         let tick = 1u64 << TICK_SHIFT;
         for i in 0..200_000u32 {
@@ -848,18 +859,17 @@ mod tests {
             let src = (x % SOURCES as u64) as u32;
             let now = q.now().0;
             // One of four exact times: in the tick being handled, in one of the next
-            // two, 300 ticks ahead (beyond the wheel), or at the second next multiple of
-            // 512 ticks (beyond the wheel too, and aimed at from a changing `far_base`,
-            // so one source's events for one time lie in different radix buckets and
-            // reach their slot out of the source's order).
-            let epoch = 512 * tick;
+            // two, just beyond the wheel, or at the second next multiple of twice the
+            // wheel (beyond it too, aimed at while `far_base` changes, so over several
+            // of the far heap's buckets).
+            let epoch = 2 * WHEEL * tick;
             let aim = match (x >> 20) % 8 {
-                0 => now + 300 * tick,
+                0 => now + (WHEEL + 44) * tick,
                 1 => now,
                 2 => (now / epoch + 2) * epoch,
                 k => now + (k % 3) * tick,
             };
-            let t = aim / tick * tick + (x >> 40) % 4 * 500;
+            let t = aim / tick * tick + (x >> 40) % 4 * (tick / 4);
             let t = t.max(now);
             let port = (src << 24) | seq[src as usize];
             seq[src as usize] += 1;
@@ -882,7 +892,6 @@ mod tests {
                         unreachable!()
                     };
                     assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
-                    largest = largest.max(q.due.len() + 1);
                 }
             }
         }
@@ -890,9 +899,34 @@ mod tests {
             assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
         }
         assert!(pending.is_empty());
-        assert!(largest >= 4 * PROXY_SORT_MIN, "largest refill {largest}");
+        // The proxies' scratch grows only in the proxy sort: refills of many times its
+        // threshold went through it.
+        assert!(
+            q.proxy.capacity() >= 4 * PROXY_SORT_MIN,
+            "{}",
+            q.proxy.capacity()
+        );
         // Emptied, the wheel keeps no crowded tick's allocation.
         assert!(q.slots.iter().all(|s| s.capacity() <= SLOT_KEEP));
+    }
+
+    #[test]
+    fn reserved_keys_scheduled_in_reverse_pop_in_key_order() {
+        // One source's 2,000 keys for one time, reserved in order and scheduled in
+        // reverse, in a tick after the one being handled: the proxy sort's insertion pass
+        // would need 2 million moves, so it gives way to the comparison sort.
+        let mut q = EventQueue::new(2);
+        q.schedule(SimTime(0), 1, Event::Sample);
+        let at = SimTime(5 << TICK_SHIFT);
+        let keys: Vec<u128> = (0..2_000).map(|_| q.reserve(at, 0)).collect();
+        for (i, &key) in keys.iter().enumerate().rev() {
+            q.schedule_reserved(key, Event::TxDone { port: i as u32 });
+        }
+        assert_eq!(q.pop(), Some((SimTime(0), Event::Sample)));
+        for i in 0..2_000 {
+            assert_eq!(q.pop(), Some((at, Event::TxDone { port: i })));
+        }
+        assert!(q.pop().is_none());
     }
 
     #[test]
