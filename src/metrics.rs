@@ -458,6 +458,9 @@ pub struct PerfReport {
     pub transfers_retired: u64,
     /// Threads the run's fabric was split over (`run --threads`; 1: not split).
     pub threads: u16,
+    /// Events each partition handled, when split (`Plan::balanced` aims to even them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partition_events: Vec<u64>,
     /// Why a run asked to split over threads ran on one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub one_thread_because: Option<&'static str>,
@@ -485,6 +488,7 @@ impl PerfReport {
             transfer_records_peak: out.retired.peak_held,
             transfers_retired: out.retired.count,
             threads: out.threads,
+            partition_events: out.partition_events.clone(),
             one_thread_because: out.one_thread_because,
         }
     }

@@ -326,6 +326,9 @@ pub struct RunOutput {
     pub wall_seconds: f64,
     /// Threads the fabric was split over (`parallel`; 1: not split). Goes to perf.json.
     pub threads: u16,
+    /// Events each partition handled, when split (goes to perf.json: how evenly the
+    /// threads were loaded).
+    pub partition_events: Vec<u64>,
     /// Why a run asked to split over threads ran on one (goes to perf.json).
     pub one_thread_because: Option<&'static str>,
     /// The host model's counters and message timestamps, when `host:` is set.

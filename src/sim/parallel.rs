@@ -1,7 +1,8 @@
 //! One run on several cores with the same bytes (`run --threads N`, issue 17).
 //!
-//! The fabric is split into partitions (`partition::Plan`: blocks of leaves with their
-//! hosts, blocks of spines), each a copy of the whole [`Sim`] on its own thread that
+//! The fabric is split into partitions (`partition::Plan`: sets of leaves with their
+//! hosts, and of spines, balanced by the events the run's flows are expected to make),
+//! each a copy of the whole [`Sim`] on its own thread that
 //! handles only the events of the components it owns, in the same key order as one
 //! thread would. The partitions advance in conservative windows (YAWNS; Nicol, JACM
 //! 1993): all of them handle their events earlier than `T + lookahead`, `T` the earliest
@@ -547,7 +548,17 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
         return Err("one thread asked for, or one leaf or spine to split");
     }
     let graph = sc.topology.graph();
-    let plan = Arc::new(Plan::new(&graph, sc.topology.leaves, parts));
+    // The flows each partition's copy will make, weighed in packets to balance the split.
+    let flows = crate::workload::expand(
+        &sc.workload,
+        sc.topology.hosts(),
+        sc.topology.host_link.rate.0,
+        sc.seed,
+    );
+    let traffic = flows
+        .iter()
+        .map(|f| (f.src, f.dst, f.size.div_ceil(sc.mtu).max(1)));
+    let plan = Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic));
     if plan.crossing_links == 0 {
         return Err("no link between partitions");
     }
@@ -711,7 +722,8 @@ fn merge(
     wall: std::time::Instant,
     peak: i64,
 ) -> RunOutput {
-    let events: u64 = parts.iter().map(|p| p.0.q.events_processed()).sum();
+    let per_part: Vec<u64> = parts.iter().map(|p| p.0.q.events_processed()).collect();
+    let events: u64 = per_part.iter().sum();
     let stopped = parts.iter().any(|p| p.2);
     let last = parts
         .iter()
@@ -814,6 +826,7 @@ fn merge(
     sim.part = None;
     let mut out = sim.finish(st, events, peak.max(0) as u32);
     out.threads = plan.parts;
+    out.partition_events = per_part;
     out
 }
 

@@ -295,6 +295,7 @@ impl Sim {
             samples: self.samples,
             wall_seconds: st.wall.elapsed().as_secs_f64(),
             threads: 1,
+            partition_events: Vec::new(),
             one_thread_because: None,
             host: self.hostm.map(HostPipeline::into_output),
             collectives: self

@@ -358,3 +358,28 @@ fn a_partition_stopped_by_the_watchdog_ends_the_split_run() {
     let out = doorbell::sim::run(&sc);
     assert!(out.watchdog.is_some());
 }
+
+/// The split follows the work the flows are expected to make (`Plan::balanced`):
+/// `websearch-load` (4 leaves, 2 spines, web-search arrivals at 50% load) loads its
+/// leaves unevenly, and the contiguous blocks gave one partition 1,036,836 events and
+/// the other 772,267 (1.146 times the mean); balanced, 961,557 and 847,546 (1.063).
+/// Event counts are deterministic, so the bound (1.10) fails only if the balance
+/// regresses.
+#[test]
+fn a_split_follows_the_expected_work() {
+    let sc = doorbell::scenario::load(
+        &root().join("scenarios/websearch-load.yaml"),
+        &Default::default(),
+    )
+    .unwrap();
+    let out = doorbell::sim::run_split(&sc, 2).unwrap();
+    let e = &out.partition_events;
+    assert_eq!(e.len(), 2);
+    let mean = e.iter().sum::<u64>() as f64 / 2.0;
+    let most = *e.iter().max().unwrap() as f64;
+    assert!(
+        most / mean < 1.10,
+        "{e:?}: {:.3} times the mean",
+        most / mean
+    );
+}
