@@ -1,8 +1,8 @@
 //! One run on several cores with the same bytes (`run --threads N`, issue 17).
 //!
-//! The fabric is split into partitions (`partition::Plan`: sets of leaves with their
-//! hosts, and of spines, balanced by the events the run's flows are expected to make),
-//! each a copy of the whole [`Sim`] on its own thread that
+//! The fabric is split into partitions (`partition::Plan`: blocks of leaves with their
+//! hosts, and of spines, unless a split balanced by the events the run's flows are
+//! expected to make is clearly more even), each a copy of the whole [`Sim`] on its own thread that
 //! handles only the events of the components it owns, in the same key order as one
 //! thread would. The partitions advance in conservative windows (YAWNS; Nicol, JACM
 //! 1993): all of them handle their events earlier than `T + lookahead`, `T` the earliest
@@ -548,17 +548,20 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
         return Err("one thread asked for, or one leaf or spine to split");
     }
     let graph = sc.topology.graph();
-    // The flows each partition's copy will make, weighed in packets to balance the split.
-    let flows = crate::workload::expand(
-        &sc.workload,
-        sc.topology.hosts(),
-        sc.topology.host_link.rate.0,
-        sc.seed,
-    );
-    let traffic = flows
-        .iter()
-        .map(|f| (f.src, f.dst, f.size.div_ceil(sc.mtu).max(1)));
-    let plan = Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic));
+    // The flows each partition's copy will make, weighed in packets to balance the split
+    // (and dropped before the run starts).
+    let plan = {
+        let flows = crate::workload::expand(
+            &sc.workload,
+            sc.topology.hosts(),
+            sc.topology.host_link.rate.0,
+            sc.seed,
+        );
+        let traffic = flows
+            .iter()
+            .map(|f| (f.src, f.dst, f.size.div_ceil(sc.mtu).max(1)));
+        Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic))
+    };
     if plan.crossing_links == 0 {
         return Err("no link between partitions");
     }
