@@ -122,9 +122,8 @@ impl Plan {
         if leaf_work.iter().all(|&w| w == 0) {
             return Plan::new(graph, leaves, parts);
         }
-        // Each spine: an equal share of what each leaf sends over its uplinks (ECMP; a
-        // leaf of one plane reaches only that plane's spines), half the events a packet
-        // and its ACK make at a spine per packet sent up.
+        // A leaf's uplinks (ECMP spreads what it sends up over them equally; a leaf of
+        // one plane reaches only that plane's spines).
         let uplink = |p: &GraphPort| match (p.from, p.to) {
             (Node::Switch(a), Node::Switch(s)) if a < leaves && s >= leaves => {
                 Some((a as usize, s as usize))
@@ -135,50 +134,39 @@ impl Plan {
         for (a, _) in graph.ports.iter().filter_map(uplink) {
             uplinks[a] += 1;
         }
-        let mut spine_work = vec![0u64; switches as usize];
+        // Each switch's expected events: a leaf's, then each spine's share of what the
+        // leaves send up, half the events a packet and its ACK make at a spine each.
+        let mut work = leaf_work;
+        work.resize(switches as usize, 0);
         for (a, s) in graph.ports.iter().filter_map(uplink) {
-            spine_work[s] += EVENTS_AT_SPINE / 2 * up[a] / uplinks[a];
+            work[s] += EVENTS_AT_SPINE / 2 * up[a] / uplinks[a];
         }
         let mut load = vec![0u64; parts as usize];
         let mut switch = vec![0u16; switches as usize];
-        // The partition expecting the fewest events among those without a switch of
-        // this tier yet, else among all; ties to the lowest.
-        let pick = |load: &[u64], has: &[bool]| -> usize {
-            let any_without = has.iter().any(|&h| !h);
-            (0..load.len())
-                .filter(|&p| !any_without || !has[p])
-                .min_by_key(|&p| (load[p], p))
-                .expect("a partition")
-        };
-        let mut order: Vec<u32> = (0..leaves).collect();
-        order.sort_by_key(|&l| (std::cmp::Reverse(leaf_work[l as usize]), l));
-        let mut has = vec![false; parts as usize];
-        for l in order {
-            let p = pick(&load, &has);
-            switch[l as usize] = p as u16;
-            load[p] += leaf_work[l as usize];
-            has[p] = true;
-        }
-        let mut order: Vec<u32> = (leaves..switches).collect();
-        order.sort_by_key(|&s| (std::cmp::Reverse(spine_work[s as usize]), s));
-        let mut has = vec![false; parts as usize];
-        for s in order {
-            let p = pick(&load, &has);
-            switch[s as usize] = p as u16;
-            load[p] += spine_work[s as usize];
-            has[p] = true;
+        // Leaves, then spines: heaviest first, each to the partition expecting the fewest
+        // events among those without a switch of this tier yet, else among all; ties to
+        // the lowest.
+        for tier in [0..leaves, leaves..switches] {
+            let mut order: Vec<u32> = tier.collect();
+            order.sort_by_key(|&s| (std::cmp::Reverse(work[s as usize]), s));
+            let mut has = vec![false; parts as usize];
+            for s in order {
+                let any_without = has.iter().any(|&h| !h);
+                let p = (0..parts as usize)
+                    .filter(|&p| !any_without || !has[p])
+                    .min_by_key(|&p| (load[p], p))
+                    .expect("a partition");
+                switch[s as usize] = p as u16;
+                load[p] += work[s as usize];
+                has[p] = true;
+            }
         }
         // The blocks unless this is clearly more even: the weights leave out how ECMP
         // spreads packets over the spines, which moves a few percent of the events.
         let blocks = Plan::new(graph, leaves, parts);
         let mut block_load = vec![0u64; parts as usize];
         for s in 0..switches {
-            let w = if s < leaves {
-                leaf_work[s as usize]
-            } else {
-                spine_work[s as usize]
-            };
-            block_load[blocks.switch(s) as usize] += w;
+            block_load[blocks.switch(s) as usize] += work[s as usize];
         }
         let most = |l: &[u64]| l.iter().copied().max().unwrap_or(0) as u128;
         if most(&load) * (100 + BALANCE_MARGIN_PERCENT) >= most(&block_load) * 100 {
