@@ -551,18 +551,9 @@ mod tests {
             };
             let (first_extra, last_extra) = (next(40), next(40));
             let dma = (next(2) == 0).then(|| BitsPerSec((1 + next(800)) * 500_000_000));
-            let args = (
-                &links[..],
-                switch_lat,
-                forwarding,
-                mtu,
-                overhead,
-                header,
-                size,
-            );
-            let timing = (args.1, args.2, args.3, args.4, args.5);
-            let (got, steps) = followed(args.0, timing, size, first_extra, last_extra, dma, true);
-            let (want, all) = followed(args.0, timing, size, first_extra, last_extra, dma, false);
+            let timing = (switch_lat, forwarding, mtu, overhead, header);
+            let (got, steps) = followed(&links, timing, size, first_extra, last_extra, dma, true);
+            let (want, all) = followed(&links, timing, size, first_extra, last_extra, dma, false);
             assert_eq!(all, size.div_ceil(mtu));
             assert_eq!(
                 got, want,
