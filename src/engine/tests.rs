@@ -1,0 +1,341 @@
+//! The event queue's order: by time, then source, then each source's own order, for
+//! every way events reach it (the wheel, the far heap, the tick being handled, reserved
+//! keys) and every way a refill is sorted (rank, comparison, proxies).
+
+use super::*;
+
+#[test]
+fn a_reserved_key_orders_its_event_as_scheduling_it_then_would_have() {
+    // The same four events, the second scheduled at once in one queue and under a
+    // key reserved at that moment (scheduled after the others) in the other.
+    let ev = |port| Event::TxDone { port };
+    let mut a = EventQueue::new(2);
+    a.schedule(SimTime(10), 1, ev(1));
+    a.schedule(SimTime(10), 1, ev(2));
+    a.schedule(SimTime(10), 0, ev(3));
+    a.schedule(SimTime(10), 1, ev(4));
+    let mut b = EventQueue::new(2);
+    b.schedule(SimTime(10), 1, ev(1));
+    let key = b.reserve(SimTime(10), 1);
+    b.schedule(SimTime(10), 0, ev(3));
+    b.schedule(SimTime(10), 1, ev(4));
+    b.schedule_reserved(key, ev(2));
+    let order = |q: &mut EventQueue| {
+        std::iter::from_fn(|| q.pop().map(|(t, e)| (t, e, q.current_key()))).collect::<Vec<_>>()
+    };
+    let (oa, ob) = (order(&mut a), order(&mut b));
+    assert_eq!(oa, ob);
+    assert_eq!(
+        oa.iter().map(|x| x.1).collect::<Vec<_>>(),
+        [ev(3), ev(1), ev(2), ev(4)]
+    );
+    // A reserved key never scheduled leaves the others' order as it was.
+    let mut c = EventQueue::new(2);
+    c.schedule(SimTime(10), 1, ev(1));
+    let _ = c.reserve(SimTime(10), 1);
+    c.schedule(SimTime(10), 0, ev(3));
+    c.schedule(SimTime(10), 1, ev(4));
+    let oc: Vec<_> = order(&mut c).into_iter().map(|x| x.1).collect();
+    assert_eq!(oc, [ev(3), ev(1), ev(4)]);
+}
+
+#[test]
+fn orders_by_time_then_insertion() {
+    let mut q = EventQueue::new(1);
+    q.schedule(SimTime(10), 0, Event::TxDone { port: 1 });
+    q.schedule(SimTime(5), 0, Event::TxDone { port: 2 });
+    q.schedule(SimTime(10), 0, Event::TxDone { port: 3 });
+    q.schedule(SimTime(5), 0, Event::TxDone { port: 4 });
+    let order: Vec<_> = std::iter::from_fn(|| q.pop())
+        .map(|(t, e)| match e {
+            Event::TxDone { port } => (t.0, port),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(order, vec![(5, 2), (5, 4), (10, 1), (10, 3)]);
+    assert_eq!(q.events_processed(), 4);
+}
+
+fn drain(q: &mut EventQueue) -> Vec<(u64, u32)> {
+    std::iter::from_fn(|| q.pop())
+        .map(|(t, e)| match e {
+            Event::TxDone { port } => (t.0, port),
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+#[test]
+fn ties_go_by_source_then_the_sources_own_order_whatever_the_interleaving() {
+    // Sources 0 and 1 each schedule two events at t = 5 (ports 10, 11 from source 1;
+    // 20, 21 from source 0). However the two sources interleave their calls, as two
+    // partitions running at different speeds would, the pop order is the same.
+    let interleavings: [&[u32]; 3] = [&[0, 0, 1, 1], &[1, 1, 0, 0], &[1, 0, 1, 0]];
+    let mut orders = Vec::new();
+    for calls in interleavings {
+        let mut q = EventQueue::new(2);
+        let mut next = [20u32, 10];
+        for &src in calls {
+            let port = next[src as usize];
+            next[src as usize] += 1;
+            q.schedule(SimTime(5), src, Event::TxDone { port });
+        }
+        orders.push(drain(&mut q));
+    }
+    assert_eq!(orders[0], vec![(5, 20), (5, 21), (5, 10), (5, 11)]);
+    assert!(orders.iter().all(|o| *o == orders[0]), "{orders:?}");
+}
+
+#[test]
+#[should_panic(expected = "before now")]
+fn scheduling_into_the_past_is_caught_in_every_build() {
+    let mut q = EventQueue::new(1);
+    q.schedule(SimTime(10), 0, Event::FlowStart { flow: 0 });
+    q.pop();
+    q.schedule(SimTime(9), 0, Event::FlowStart { flow: 1 });
+}
+
+#[test]
+fn a_random_schedule_pops_in_key_order() {
+    // Against a sorted reference: 10,000 events at pseudo-random times, popped while
+    // more are scheduled, come out ordered by (time, insertion).
+    let mut q = EventQueue::new(1);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut reference = Vec::new();
+    let mut out = Vec::new();
+    for i in 0..10_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = q.now().0 + x % 1000;
+        q.schedule(SimTime(t), 0, Event::TxDone { port: i });
+        reference.push((t, i));
+        if i % 3 == 0 {
+            let (t, e) = q.pop().unwrap();
+            if let Event::TxDone { port } = e {
+                out.push((t.0, port));
+            }
+        }
+    }
+    while let Some((t, Event::TxDone { port })) = q.pop() {
+        out.push((t.0, port));
+    }
+    // Every event came out once, times never decreased, and equal times kept their
+    // insertion order.
+    assert_eq!(out.len(), reference.len());
+    for w in out.windows(2) {
+        assert!(
+            w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1),
+            "{w:?}"
+        );
+    }
+}
+
+#[test]
+fn events_across_ticks_pop_in_key_order_and_peek_the_earliest() {
+    // Three sources scheduling up to 100 us ahead, popped while more
+    // are scheduled, some into the tick being processed. Each pop must be the least
+    // pending (time, source, the source's own order), as in a sorted reference set,
+    // and `peek_time` must name its time.
+    let mut q = EventQueue::new(3);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut pending = std::collections::BTreeSet::new();
+    let mut seq = [0u32; 3];
+    let mut popped = 0;
+    let mut check = |q: &mut EventQueue, pending: &mut std::collections::BTreeSet<_>| {
+        let peeked = q.peek_time().unwrap();
+        let (t, e) = q.pop().unwrap();
+        let Event::TxDone { port } = e else {
+            unreachable!()
+        };
+        let least = pending.pop_first().unwrap();
+        assert_eq!((t.0, port >> 24, port), least);
+        assert_eq!(peeked, t);
+        popped += 1;
+    };
+    for i in 0..20_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let src = (x % 3) as u32;
+        // Within the tick, within the wheel's reach (1 us: 122 ticks, half of them
+        // beyond it) and far beyond it (up to 100 us: the far heap's deep buckets).
+        let ahead = match i % 5 {
+            0 => x % 300,
+            1 => x % 100_000_000,
+            _ => x % 1_000_000,
+        };
+        let t = q.now().0 + ahead;
+        // The source's sequence number in the low bits, the source above.
+        let port = (src << 24) | seq[src as usize];
+        seq[src as usize] += 1;
+        q.schedule(SimTime(t), src, Event::TxDone { port });
+        pending.insert((t, src, port));
+        if i % 2 == 0 {
+            check(&mut q, &mut pending);
+        }
+    }
+    while !pending.is_empty() {
+        check(&mut q, &mut pending);
+    }
+    assert!(q.is_empty() && q.peek_time().is_none());
+    assert_eq!(popped, 20_000);
+}
+
+#[test]
+fn crowded_ticks_pop_in_key_order() {
+    // Ties by the thousand, as a synchronized permutation makes them: 200 sources
+    // schedule at a few exact times per tick (batches far above the proxy sort's
+    // threshold), some from beyond the wheel, some within it, some into the tick
+    // being handled, some under keys reserved before they are scheduled (so pushed
+    // after later ones of their source: the insertion pass must put them right).
+    // Each pop must be the least pending (time, source, the source's own order).
+    const SOURCES: u32 = 200;
+    let mut q = EventQueue::new(SOURCES as usize);
+    let mut x: u64 = 0x0123_4567_89ab_cdef;
+    let mut pending = std::collections::BTreeSet::new();
+    let mut seq = [0u32; SOURCES as usize];
+    let mut held = Vec::new();
+    let tick = 1u64 << TICK_SHIFT;
+    for i in 0..200_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let src = (x % SOURCES as u64) as u32;
+        let now = q.now().0;
+        // One of four exact times: in the tick being handled, in one of the next
+        // two, just beyond the wheel, or at the second next multiple of twice the
+        // wheel (beyond it too, aimed at while `far_base` changes, so over several
+        // of the far heap's buckets).
+        let epoch = 2 * WHEEL * tick;
+        let aim = match (x >> 20) % 8 {
+            0 => now + (WHEEL + 44) * tick,
+            1 => now,
+            2 => (now / epoch + 2) * epoch,
+            k => now + (k % 3) * tick,
+        };
+        let t = aim / tick * tick + (x >> 40) % 4 * (tick / 4);
+        let t = t.max(now);
+        let port = (src << 24) | seq[src as usize];
+        seq[src as usize] += 1;
+        if (x >> 30) % 8 == 0 {
+            // A key reserved now and scheduled at the end of the burst, after later
+            // events of its source.
+            held.push((q.reserve(SimTime(t), src), port));
+        } else {
+            q.schedule(SimTime(t), src, Event::TxDone { port });
+        }
+        pending.insert((t, src, port));
+        // Bursts of 5,000 schedules, then 4,000 pops.
+        if i % 5_000 == 4_999 {
+            for (key, port) in held.drain(..) {
+                q.schedule_reserved(key, Event::TxDone { port });
+            }
+            for _ in 0..4_000 {
+                let (t, e) = q.pop().unwrap();
+                let Event::TxDone { port } = e else {
+                    unreachable!()
+                };
+                assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+            }
+        }
+    }
+    while let Some((t, Event::TxDone { port })) = q.pop() {
+        assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+    }
+    assert!(pending.is_empty());
+    // The proxies' scratch grows only in the proxy sort: refills of many times its
+    // threshold went through it.
+    assert!(
+        q.proxy.capacity() >= 4 * PROXY_SORT_MIN,
+        "{}",
+        q.proxy.capacity()
+    );
+    // Emptied, the wheel keeps no crowded tick's allocation.
+    assert!(q.slots.iter().all(|s| s.capacity() <= SLOT_KEEP));
+}
+
+#[test]
+fn small_ticks_pop_in_key_order() {
+    // Ticks of 2 to 40 events (sorted by rank), a few sources at a few exact times
+    // each, a quarter of them under keys reserved before later ones of their source
+    // and scheduled after them (pushed out of their keys' order: the check by the
+    // whole key must find them). Each pop must be the least pending key.
+    const SOURCES: u32 = 6;
+    let mut q = EventQueue::new(SOURCES as usize);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut pending = std::collections::BTreeSet::new();
+    let mut seq = [0u32; SOURCES as usize];
+    let tick = 1u64 << TICK_SHIFT;
+    let mut sizes = std::collections::BTreeSet::new();
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // One tick a few ticks ahead, filled with 2 to 40 events at up to 3 times.
+        let at = (q.now().0 / tick + 1 + (x >> 50) % 3) * tick;
+        let n = 2 + (x % 39) as u32;
+        let mut held = Vec::new();
+        for j in 0..n {
+            let y = x.rotate_left(7 * j);
+            let src = (y % SOURCES as u64) as u32;
+            let t = at + (y >> 20) % 3 * (tick / 3);
+            let port = (src << 24) | seq[src as usize];
+            seq[src as usize] += 1;
+            if (y >> 33) % 4 == 0 {
+                held.push((q.reserve(SimTime(t), src), port));
+            } else {
+                q.schedule(SimTime(t), src, Event::TxDone { port });
+            }
+            pending.insert((t, src, port));
+        }
+        for (key, port) in held.drain(..) {
+            q.schedule_reserved(key, Event::TxDone { port });
+        }
+        // Pop what is due before the tick just filled, and some of it.
+        while let Some(t) = q.peek_time() {
+            if t.0 >= at && (x >> 40) % 2 == 0 {
+                break;
+            }
+            let (t, e) = q.pop().unwrap();
+            let Event::TxDone { port } = e else {
+                unreachable!()
+            };
+            assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+            if t.0 >= at {
+                break;
+            }
+        }
+        sizes.insert(q.due.len() + 1);
+    }
+    while let Some((t, Event::TxDone { port })) = q.pop() {
+        assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+    }
+    assert!(pending.is_empty());
+    // Refills of many sizes up to the rank sort's threshold.
+    assert!(sizes.range(20..=RANK_SORT_MOST).count() > 10, "{sizes:?}");
+}
+
+#[test]
+fn reserved_keys_scheduled_in_reverse_pop_in_key_order() {
+    // One source's 2,000 keys for one time, reserved in order and scheduled in
+    // reverse, in a tick after the one being handled: the proxy sort's insertion pass
+    // would need 2 million moves, so it gives way to the comparison sort.
+    let mut q = EventQueue::new(2);
+    q.schedule(SimTime(0), 1, Event::Sample);
+    let at = SimTime(5 << TICK_SHIFT);
+    let keys: Vec<u128> = (0..2_000).map(|_| q.reserve(at, 0)).collect();
+    for (i, &key) in keys.iter().enumerate().rev() {
+        q.schedule_reserved(key, Event::TxDone { port: i as u32 });
+    }
+    assert_eq!(q.pop(), Some((SimTime(0), Event::Sample)));
+    for i in 0..2_000 {
+        assert_eq!(q.pop(), Some((at, Event::TxDone { port: i })));
+    }
+    assert!(q.pop().is_none());
+}
+
+#[test]
+fn event_is_small() {
+    assert!(std::mem::size_of::<Event>() <= 12);
+}
