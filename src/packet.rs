@@ -232,15 +232,24 @@ impl PacketPool {
         self.free.push(id);
     }
 
-    /// Packet `id` leaves for another partition's pool: its slot is free here, and it
-    /// is still a packet in flight.
-    pub fn hand_off(&mut self, id: PktId) -> Packet {
-        self.free(id);
+    /// Packet `id` leaves for another partition's pool: counted as gone from here (and
+    /// still a packet in flight) now, its slot kept until [`PacketPool::release`] copies
+    /// it out. A split run copies its window's hand-offs together at the window's end,
+    /// where their loads overlap; copied one by one as they left, each waited on a line
+    /// the port had not touched since the packet was queued.
+    pub fn hand_off(&mut self, id: PktId) {
+        debug_assert!((id as usize) < self.slots.len(), "packet {id} is not in the pool");
+        self.live -= 1;
         self.handed += 1;
+    }
+
+    /// The copy of a packet handed off ([`PacketPool::hand_off`]); its slot is free.
+    pub fn release(&mut self, id: PktId) -> Packet {
+        self.free.push(id);
         self.slots[id as usize]
     }
 
-    /// A packet handed over by another partition's pool ([`PacketPool::hand_off`]).
+    /// A packet handed over by another partition's pool ([`PacketPool::release`]).
     pub fn take_in(&mut self, p: Packet) -> PktId {
         self.live += 1;
         self.taken += 1;

@@ -9,7 +9,7 @@ use super::Sim;
 use crate::components::ingress::Upstream;
 use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
 use crate::engine::{Event, FlowId, PktId, PortId};
-use crate::packet::{PktKind, RouteInfo, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
+use crate::packet::{Packet, PktKind, RouteInfo, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
 use crate::routing::defaults::HELD_PORT_BYTES;
 use crate::routing::{Candidates, LoadSignal, RouteKey};
 use crate::topology::Node;
@@ -61,11 +61,12 @@ impl Sim {
                     let side = (self.pool.telemetry(tx.pkt), self.pool.sent_at(tx.pkt));
                     part.side_out[to as usize].push(side);
                 }
-                let packet = self.pool.hand_off(tx.pkt);
+                // The packet itself is copied at the window's end (`Sim::copy_handed`).
+                self.pool.hand_off(tx.pkt);
                 part.outbox[to as usize].push(Msg::Packet {
                     port,
                     on_wire: w,
-                    packet,
+                    packet: Packet::default(),
                 });
                 return;
             }

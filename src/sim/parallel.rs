@@ -260,6 +260,22 @@ impl Sim {
         sim
     }
 
+    /// At a window's end: the packets handed off in it are copied into their messages
+    /// (`PacketPool::hand_off`), together.
+    fn copy_handed(&mut self) {
+        let part = self.part.as_deref_mut().expect("a partition");
+        for out in &mut part.outbox {
+            for m in out.iter_mut() {
+                if let Msg::Packet {
+                    on_wire, packet, ..
+                } = m
+                {
+                    *packet = self.pool.release(on_wire.pkt);
+                }
+            }
+        }
+    }
+
     /// After an event, in a partition: logs its change to the packets alive.
     #[inline]
     pub(super) fn log_pool(&mut self, key: u128) {
@@ -623,6 +639,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
                         sim.advance(&mut st, Some(end));
                         sim.part.as_deref_mut().expect("a partition").window_end = end;
+                        sim.copy_handed();
                         let part = sim.part.as_deref_mut().expect("a partition");
                         for (to, out) in part.outbox.iter_mut().enumerate() {
                             if !out.is_empty() {
