@@ -238,7 +238,10 @@ impl PacketPool {
     /// where their loads overlap; copied one by one as they left, each waited on a line
     /// the port had not touched since the packet was queued.
     pub fn hand_off(&mut self, id: PktId) {
-        debug_assert!((id as usize) < self.slots.len(), "packet {id} is not in the pool");
+        debug_assert!(
+            (id as usize) < self.slots.len(),
+            "packet {id} is not in the pool"
+        );
         self.live -= 1;
         self.handed += 1;
     }
