@@ -12,7 +12,12 @@
 //! rather than null messages because the lookahead is one fabric latency everywhere
 //! (100 ns to 1 us) and every partition talks to every other through the spines: a
 //! window costs two barriers, null messages one message per pair of partitions. The
-//! barrier spins before it sleeps (`window`).
+//! barrier spins before it sleeps (`window`). Null messages were built and measured
+//! (Chandy and Misra, IEEE TSE 1979; here a clock per partition in shared memory, each
+//! partition running up to a lookahead past the others'): the same bytes and 1.0x the
+//! wall time of websearch-128 and permutation-8192 on two threads, since what a
+//! partition waits for is a difference in load lasting longer than one lookahead (its
+//! busier partition still waited 0.094 s of 3.2 s).
 //!
 //! Why the bytes are the same: an event's key is (time, source, that source's counter)
 //! (`engine`). Every source but two is one component, and only its owner schedules
