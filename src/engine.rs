@@ -163,8 +163,9 @@ impl Ord for Entry {
 /// and moves to its slot when the wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
 /// key, so ties pop by source and counter exactly as one heap of keys would: those a
 /// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
-/// whole, not copied, unless the refill is large enough to be sorted through proxies,
-/// below); one scheduled into that tick while it is being handled joins
+/// whole, and the events are gathered into another vector when the refill is small
+/// enough to be sorted by rank or large enough to be sorted through proxies, below);
+/// one scheduled into that tick while it is being handled joins
 /// them when it falls among their last `NEAR_DUE` places (most do: an ACK's end of
 /// serialization, a small packet's arrival; 20% of permutation-8192's events are
 /// scheduled into their own tick), else waits in a small binary heap (`late`), and a
@@ -254,6 +255,10 @@ pub struct EventQueue {
     /// 480 KiB for permutation-8192's 12,415 events).
     proxy: Vec<u64>,
     gathered: Vec<Entry>,
+    /// Scratch for `sort_due_by_rank`: it becomes `due`, and `due`'s vector becomes it,
+    /// so small allocations rotate through it and the slots (which keep at most
+    /// `SLOT_KEEP` events' worth) while `gathered` keeps the large one.
+    ranked: Vec<Entry>,
 }
 
 #[inline(always)]
@@ -333,6 +338,7 @@ impl EventQueue {
             current: 0,
             proxy: Vec::new(),
             gathered: Vec::new(),
+            ranked: Vec::new(),
         }
     }
 
@@ -532,7 +538,7 @@ impl EventQueue {
     /// Sorts a small `due` (all in `base`'s tick), earliest key last, without a branch
     /// on the keys: each event's place is the number of greater proxies among the
     /// others (the proxies of `sort_due_by_proxy`, distinct by their place in `due`),
-    /// and the events are put in their places in `gathered`. Events of one source at one
+    /// and the events are put in their places in `ranked`. Events of one source at one
     /// time keep the order they were pushed in, which is their keys' unless a key was
     /// reserved early; a check by the whole key then finds them, and the comparison sort
     /// puts them right.
@@ -549,13 +555,13 @@ impl EventQueue {
             proxy[i] = (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64;
         }
         let proxy = &proxy[..n];
-        self.gathered.clear();
-        self.gathered.resize(n, self.due[0]);
+        self.ranked.clear();
+        self.ranked.resize(n, self.due[0]);
         for (i, &p) in proxy.iter().enumerate() {
             let place: usize = proxy.iter().map(|&o| (o > p) as usize).sum();
-            self.gathered[place] = self.due[i];
+            self.ranked[place] = self.due[i];
         }
-        std::mem::swap(&mut self.due, &mut self.gathered);
+        std::mem::swap(&mut self.due, &mut self.ranked);
         if self.due.windows(2).any(|w| w[0].key < w[1].key) {
             self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         }

@@ -182,6 +182,20 @@ fn events_across_ticks_pop_in_key_order_and_peek_the_earliest() {
     assert_eq!(popped, 20_000);
 }
 
+/// Pops the next event and checks that it is the least pending (time, source, port:
+/// the source's own order); its time.
+fn pop_least(
+    q: &mut EventQueue,
+    pending: &mut std::collections::BTreeSet<(u64, u32, u32)>,
+) -> SimTime {
+    let (t, e) = q.pop().expect("an event pending");
+    let Event::TxDone { port } = e else {
+        unreachable!()
+    };
+    assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+    t
+}
+
 #[test]
 fn crowded_ticks_pop_in_key_order() {
     // Ties by the thousand, as a synchronized permutation makes them: 200 sources
@@ -232,18 +246,14 @@ fn crowded_ticks_pop_in_key_order() {
                 q.schedule_reserved(key, Event::TxDone { port });
             }
             for _ in 0..4_000 {
-                let (t, e) = q.pop().unwrap();
-                let Event::TxDone { port } = e else {
-                    unreachable!()
-                };
-                assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+                pop_least(&mut q, &mut pending);
             }
         }
     }
-    while let Some((t, Event::TxDone { port })) = q.pop() {
-        assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+    while !pending.is_empty() {
+        pop_least(&mut q, &mut pending);
     }
-    assert!(pending.is_empty());
+    assert!(q.pop().is_none());
     // The proxies' scratch grows only in the proxy sort: refills of many times its
     // threshold went through it.
     assert!(
@@ -297,21 +307,16 @@ fn small_ticks_pop_in_key_order() {
             if t.0 >= at && (x >> 40) % 2 == 0 {
                 break;
             }
-            let (t, e) = q.pop().unwrap();
-            let Event::TxDone { port } = e else {
-                unreachable!()
-            };
-            assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
-            if t.0 >= at {
+            if pop_least(&mut q, &mut pending).0 >= at {
                 break;
             }
         }
         sizes.insert(q.due.len() + 1);
     }
-    while let Some((t, Event::TxDone { port })) = q.pop() {
-        assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
+    while !pending.is_empty() {
+        pop_least(&mut q, &mut pending);
     }
-    assert!(pending.is_empty());
+    assert!(q.pop().is_none());
     // Refills of many sizes up to the rank sort's threshold.
     assert!(sizes.range(20..=RANK_SORT_MOST).count() > 10, "{sizes:?}");
 }
