@@ -300,6 +300,16 @@ const RANK_SORT_MOST: usize = 40;
 /// `TICK_SHIFT` within the tick.
 const PROXY_INDEX_BITS: u32 = 64 - TICK_SHIFT - (64 - COUNTER_BITS);
 
+/// An event's place in the order of its tick's events, as one integer: its time within
+/// the tick starting at `start` (`TICK_SHIFT` bits), its source (24) and `i`, its place
+/// in the batch (`PROXY_INDEX_BITS`); distinct within a batch.
+#[inline(always)]
+fn proxy_of(e: &Entry, i: usize, start: u64) -> u64 {
+    let within = time_of(e) - start;
+    let source = (e.key >> COUNTER_BITS) as u64 & (MAX_SOURCES as u64 - 1);
+    (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64
+}
+
 /// Gives back a slot's allocation beyond `SLOT_KEEP` events (rare: after a crowded tick).
 #[cold]
 #[inline(never)]
@@ -530,7 +540,7 @@ impl EventQueue {
         } else if self.due.len() >= PROXY_SORT_MIN && self.due.len() < 1 << PROXY_INDEX_BITS {
             self.sort_due_by_proxy();
         } else {
-            self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+            self.sort_due_by_key();
         }
         self.due_pops = 0;
     }
@@ -540,8 +550,7 @@ impl EventQueue {
     /// others (the proxies of `sort_due_by_proxy`, distinct by their place in `due`),
     /// and the events are put in their places in `ranked`. Events of one source at one
     /// time keep the order they were pushed in, which is their keys' unless a key was
-    /// reserved early; a check by the whole key then finds them, and the comparison sort
-    /// puts them right.
+    /// reserved early; `settle_by_key` puts those right.
     fn sort_due_by_rank(&mut self) {
         let n = self.due.len();
         if n < 2 {
@@ -550,9 +559,7 @@ impl EventQueue {
         let start = self.base << TICK_SHIFT;
         let mut proxy = [0u64; RANK_SORT_MOST];
         for (i, e) in self.due.iter().enumerate() {
-            let within = time_of(e) - start;
-            let source = (e.key >> COUNTER_BITS) as u64 & (MAX_SOURCES as u64 - 1);
-            proxy[i] = (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64;
+            proxy[i] = proxy_of(e, i, start);
         }
         let proxy = &proxy[..n];
         self.ranked.clear();
@@ -562,9 +569,7 @@ impl EventQueue {
             self.ranked[place] = self.due[i];
         }
         std::mem::swap(&mut self.due, &mut self.ranked);
-        if self.due.windows(2).any(|w| w[0].key < w[1].key) {
-            self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
-        }
+        self.settle_by_key();
     }
 
     /// Sorts a large `due` (all in `base`'s tick), earliest key last, through one `u64`
@@ -575,17 +580,17 @@ impl EventQueue {
     /// source were scheduled (`reserve`: returning IB credits). Far events keep their
     /// order: those of one tick share a radix bucket until it is emptied, and all move
     /// to their slot before anything is scheduled there directly. An insertion pass by
-    /// the whole key puts the reserved few right, so the result is exactly the sort by
-    /// key; past a budget of moves (many reserved keys out of order) it gives way to a
-    /// comparison sort, so the worst case stays n log n.
+    /// the whole key puts the reserved few right (`settle_by_key`), so the result is
+    /// exactly the sort by key.
     fn sort_due_by_proxy(&mut self) {
         let start = self.base << TICK_SHIFT;
         self.proxy.clear();
-        self.proxy.extend(self.due.iter().enumerate().map(|(i, e)| {
-            let within = time_of(e) - start;
-            let source = (e.key >> COUNTER_BITS) as u64 & (MAX_SOURCES as u64 - 1);
-            (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64
-        }));
+        self.proxy.extend(
+            self.due
+                .iter()
+                .enumerate()
+                .map(|(i, e)| proxy_of(e, i, start)),
+        );
         self.proxy.sort_unstable();
         self.gathered.clear();
         let due = &self.due;
@@ -596,13 +601,20 @@ impl EventQueue {
                 .map(|&p| due[(p & ((1 << PROXY_INDEX_BITS) - 1)) as usize]),
         );
         std::mem::swap(&mut self.due, &mut self.gathered);
-        // Descending by the whole key: only ties of time and source move.
+        self.settle_by_key();
+    }
+
+    /// `due` sorted by its proxies (time, source, place): an insertion pass by the whole
+    /// key, descending, moves only ties of time and source (n - 1 comparisons when there
+    /// are none). Past a budget of moves (many reserved keys out of order) it gives way to
+    /// the comparison sort, so the worst case stays n log n.
+    fn settle_by_key(&mut self) {
         let mut budget = 8 * self.due.len();
         for i in 1..self.due.len() {
             let mut j = i;
             while j > 0 && self.due[j - 1].key < self.due[j].key {
                 if budget == 0 {
-                    self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+                    self.sort_due_by_key();
                     return;
                 }
                 budget -= 1;
@@ -610,6 +622,11 @@ impl EventQueue {
                 j -= 1;
             }
         }
+    }
+
+    /// Sorts `due` by the whole key, earliest last (the comparison sort).
+    fn sort_due_by_key(&mut self) {
+        self.due.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
     }
 
     /// Pops the earliest event and advances `now` to its time.

@@ -4,6 +4,13 @@
 
 use super::*;
 
+/// The next state of Marsaglia's xorshift64 (the tests' pseudo-random stream).
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 #[test]
 fn a_reserved_key_orders_its_event_as_scheduling_it_then_would_have() {
     // The same four events, the second scheduled at once in one queue and under a
@@ -104,9 +111,7 @@ fn a_random_schedule_pops_in_key_order() {
     let mut reference = Vec::new();
     let mut out = Vec::new();
     for i in 0..10_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let t = q.now().0 + x % 1000;
         q.schedule(SimTime(t), 0, Event::TxDone { port: i });
         reference.push((t, i));
@@ -154,9 +159,7 @@ fn events_across_ticks_pop_in_key_order_and_peek_the_earliest() {
         popped += 1;
     };
     for i in 0..20_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let src = (x % 3) as u32;
         // Within the tick, within the wheel's reach (1 us: 122 ticks, half of them
         // beyond it) and far beyond it (up to 100 us: the far heap's deep buckets).
@@ -182,18 +185,61 @@ fn events_across_ticks_pop_in_key_order_and_peek_the_earliest() {
     assert_eq!(popped, 20_000);
 }
 
-/// Pops the next event and checks that it is the least pending (time, source, port:
-/// the source's own order); its time.
-fn pop_least(
-    q: &mut EventQueue,
-    pending: &mut std::collections::BTreeSet<(u64, u32, u32)>,
-) -> SimTime {
-    let (t, e) = q.pop().expect("an event pending");
-    let Event::TxDone { port } = e else {
-        unreachable!()
-    };
-    assert_eq!((t.0, port >> 24, port), pending.pop_first().unwrap());
-    t
+/// What a queue under test should hold: each source's events numbered in the order
+/// they were made (a `TxDone` whose port is source << 24 | number), the keys reserved
+/// and not scheduled yet, and every pending (time, source, port) in key order.
+struct Reference {
+    pending: std::collections::BTreeSet<(u64, u32, u32)>,
+    made: Vec<u32>,
+    held: Vec<(u128, u32)>,
+}
+
+impl Reference {
+    fn new(sources: u32) -> Self {
+        Reference {
+            pending: Default::default(),
+            made: vec![0; sources as usize],
+            held: Vec::new(),
+        }
+    }
+
+    /// Source `src`'s next event at `t`: scheduled now, or (`hold`) its key reserved now
+    /// and the event scheduled at the next `release`, after later events of its source.
+    fn add(&mut self, q: &mut EventQueue, t: u64, src: u32, hold: bool) {
+        let port = (src << 24) | self.made[src as usize];
+        self.made[src as usize] += 1;
+        if hold {
+            self.held.push((q.reserve(SimTime(t), src), port));
+        } else {
+            q.schedule(SimTime(t), src, Event::TxDone { port });
+        }
+        self.pending.insert((t, src, port));
+    }
+
+    /// Schedules the events whose keys were reserved.
+    fn release(&mut self, q: &mut EventQueue) {
+        for (key, port) in self.held.drain(..) {
+            q.schedule_reserved(key, Event::TxDone { port });
+        }
+    }
+
+    /// Pops the next event and checks that it is the least pending; its time.
+    fn pop_least(&mut self, q: &mut EventQueue) -> SimTime {
+        let (t, e) = q.pop().expect("an event pending");
+        let Event::TxDone { port } = e else {
+            unreachable!()
+        };
+        assert_eq!((t.0, port >> 24, port), self.pending.pop_first().unwrap());
+        t
+    }
+
+    /// Pops everything pending, each in its place, and finds the queue empty.
+    fn drain(&mut self, q: &mut EventQueue) {
+        while !self.pending.is_empty() {
+            self.pop_least(q);
+        }
+        assert!(q.pop().is_none());
+    }
 }
 
 #[test]
@@ -206,15 +252,11 @@ fn crowded_ticks_pop_in_key_order() {
     // Each pop must be the least pending (time, source, the source's own order).
     const SOURCES: u32 = 200;
     let mut q = EventQueue::new(SOURCES as usize);
+    let mut r = Reference::new(SOURCES);
     let mut x: u64 = 0x0123_4567_89ab_cdef;
-    let mut pending = std::collections::BTreeSet::new();
-    let mut seq = [0u32; SOURCES as usize];
-    let mut held = Vec::new();
     let tick = 1u64 << TICK_SHIFT;
     for i in 0..200_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let src = (x % SOURCES as u64) as u32;
         let now = q.now().0;
         // One of four exact times: in the tick being handled, in one of the next
@@ -229,31 +271,17 @@ fn crowded_ticks_pop_in_key_order() {
             k => now + (k % 3) * tick,
         };
         let t = aim / tick * tick + (x >> 40) % 4 * (tick / 4);
-        let t = t.max(now);
-        let port = (src << 24) | seq[src as usize];
-        seq[src as usize] += 1;
-        if (x >> 30) % 8 == 0 {
-            // A key reserved now and scheduled at the end of the burst, after later
-            // events of its source.
-            held.push((q.reserve(SimTime(t), src), port));
-        } else {
-            q.schedule(SimTime(t), src, Event::TxDone { port });
-        }
-        pending.insert((t, src, port));
+        // One in eight under a key reserved now, scheduled at the end of the burst.
+        r.add(&mut q, t.max(now), src, (x >> 30) % 8 == 0);
         // Bursts of 5,000 schedules, then 4,000 pops.
         if i % 5_000 == 4_999 {
-            for (key, port) in held.drain(..) {
-                q.schedule_reserved(key, Event::TxDone { port });
-            }
+            r.release(&mut q);
             for _ in 0..4_000 {
-                pop_least(&mut q, &mut pending);
+                r.pop_least(&mut q);
             }
         }
     }
-    while !pending.is_empty() {
-        pop_least(&mut q, &mut pending);
-    }
-    assert!(q.pop().is_none());
+    r.drain(&mut q);
     // The proxies' scratch grows only in the proxy sort: refills of many times its
     // threshold went through it.
     assert!(
@@ -269,54 +297,37 @@ fn crowded_ticks_pop_in_key_order() {
 fn small_ticks_pop_in_key_order() {
     // Ticks of 2 to 40 events (sorted by rank), a few sources at a few exact times
     // each, a quarter of them under keys reserved before later ones of their source
-    // and scheduled after them (pushed out of their keys' order: the check by the
-    // whole key must find them). Each pop must be the least pending key.
+    // and scheduled after them (pushed out of their keys' order: the insertion pass by
+    // the whole key must put them right). Each pop must be the least pending key.
     const SOURCES: u32 = 6;
     let mut q = EventQueue::new(SOURCES as usize);
+    let mut r = Reference::new(SOURCES);
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut pending = std::collections::BTreeSet::new();
-    let mut seq = [0u32; SOURCES as usize];
     let tick = 1u64 << TICK_SHIFT;
     let mut sizes = std::collections::BTreeSet::new();
     for _ in 0..20_000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         // One tick a few ticks ahead, filled with 2 to 40 events at up to 3 times.
         let at = (q.now().0 / tick + 1 + (x >> 50) % 3) * tick;
         let n = 2 + (x % 39) as u32;
-        let mut held = Vec::new();
         for j in 0..n {
             let y = x.rotate_left(7 * j);
-            let src = (y % SOURCES as u64) as u32;
             let t = at + (y >> 20) % 3 * (tick / 3);
-            let port = (src << 24) | seq[src as usize];
-            seq[src as usize] += 1;
-            if (y >> 33) % 4 == 0 {
-                held.push((q.reserve(SimTime(t), src), port));
-            } else {
-                q.schedule(SimTime(t), src, Event::TxDone { port });
-            }
-            pending.insert((t, src, port));
+            r.add(&mut q, t, (y % SOURCES as u64) as u32, (y >> 33) % 4 == 0);
         }
-        for (key, port) in held.drain(..) {
-            q.schedule_reserved(key, Event::TxDone { port });
-        }
+        r.release(&mut q);
         // Pop what is due before the tick just filled, and some of it.
         while let Some(t) = q.peek_time() {
             if t.0 >= at && (x >> 40) % 2 == 0 {
                 break;
             }
-            if pop_least(&mut q, &mut pending).0 >= at {
+            if r.pop_least(&mut q).0 >= at {
                 break;
             }
         }
         sizes.insert(q.due.len() + 1);
     }
-    while !pending.is_empty() {
-        pop_least(&mut q, &mut pending);
-    }
-    assert!(q.pop().is_none());
+    r.drain(&mut q);
     // Refills of many sizes up to the rank sort's threshold.
     assert!(sizes.range(20..=RANK_SORT_MOST).count() > 10, "{sizes:?}");
 }

@@ -100,9 +100,9 @@ impl Plan {
     ) -> Plan {
         let parts = parts.max(1);
         let switches = graph.switches();
-        let leaf_of = |h: u32| match graph.ports[graph.host_up(h) as usize].to {
-            Node::Switch(s) if s < leaves => Some(s as usize),
-            _ => None,
+        let leaf_of = |h: u32| {
+            let s = graph.attach(h);
+            (s < leaves).then_some(s as usize)
         };
         let mut leaf_work = vec![0u64; leaves as usize];
         // Packets (data or ACK) each leaf sends up to a spine.
