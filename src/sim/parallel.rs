@@ -49,7 +49,7 @@ use super::idmap::IdMap;
 use super::partition::Plan;
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
-use super::window::{lock, BreakOnPanic, Flight, WindowBarrier};
+use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
 use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
@@ -114,7 +114,7 @@ pub(super) struct Part {
     pub side_out: Vec<Vec<Side>>,
     /// Per event that changed the packets alive: its key, the change, and the most they
     /// rose within it.
-    pub pool_log: Vec<(u128, i64, i64)>,
+    pub pool_log: PoolLog,
     /// The responder copies of other partitions' queue pairs: their slot here by
     /// (partition, slot there); per slot here, whether it is such a copy and the key of
     /// the last event that gave its responder a packet.
@@ -251,7 +251,7 @@ impl Sim {
             outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
             side_out: (0..plan.parts).map(|_| Vec::new()).collect(),
             plan,
-            pool_log: Vec::new(),
+            pool_log: PoolLog::default(),
             mirrors: IdMap::default(),
             mirror: Vec::new(),
             touched: Vec::new(),
@@ -287,7 +287,7 @@ impl Sim {
         let (change, rise) = self.pool.take_marks();
         if change != 0 || rise != 0 {
             if let Some(p) = self.part.as_deref_mut() {
-                p.pool_log.push((key, change, rise));
+                p.pool_log.push(key, change, rise);
             }
         }
     }
@@ -544,7 +544,7 @@ struct Shared {
     /// Each partition's earliest event after taking its mail.
     next: Vec<AtomicU64>,
     /// Each partition's pool log of the last window.
-    logs: Vec<Mutex<Vec<(u128, i64, i64)>>>,
+    logs: Vec<Mutex<PoolLog>>,
     /// Each partition's events handled so far (for the progress line).
     events: Vec<AtomicU64>,
     /// A partition stopped for a reason of its own (livelock, watchdog, memory) or
@@ -596,7 +596,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
             .map(|_| (0..n).map(|_| Mutex::new(Mail::default())).collect())
             .collect(),
         next: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
-        logs: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
+        logs: (0..n).map(|_| Mutex::new(PoolLog::default())).collect(),
         events: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
         why: Mutex::new(None),
@@ -679,7 +679,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                             {
                                 // Folded in place: each log keeps its allocation.
                                 let mut held: Vec<_> = shared.logs.iter().map(lock).collect();
-                                let mut logs: Vec<&mut Vec<_>> =
+                                let mut logs: Vec<&mut PoolLog> =
                                     held.iter_mut().map(|g| &mut **g).collect();
                                 lock(flight).fold(&mut logs);
                             }
