@@ -29,7 +29,8 @@
 //! component the partition does not own is never touched; at the end the owners' copies
 //! are put together ([`merge`]) and the one-thread end of run (`Sim::finish`) reads
 //! them. The peak of packets in flight is found across partitions from a log of each
-//! event's change (`PacketPool::take_marks`), merged in key order at each barrier.
+//! event's change (`PacketPool::take_marks`), merged in key order at each barrier
+//! unless the window's logs cannot together rise above the peak (`window::Flight`).
 //!
 //! IB credits: whether one thread schedules a waiting switch port's wake-up depends on
 //! the port's state when the far end lets a credit go, so such a port logs what its
