@@ -9,12 +9,12 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The barrier the partitions meet at, twice a window: a thread that arrives first spins
-/// a while, then sleeps until the last one arrives. A window is often shorter than a
-/// sleeping thread takes to wake, and a late thread's wake-up makes the next meeting
-/// late too: websearch-128 meets 34 thousand times, and with std's `Barrier` (which
-/// sleeps at once) its two partitions waited 3.2 s each of a 9.2 s run, against 0.3 s
-/// spinning. Each thread adapts how long it spins (`wait`'s `budget`, in nanoseconds):
+/// The barrier the partitions meet at, once a window (twice until stop 44): a thread that
+/// arrives first spins a while, then sleeps until the last one arrives. A window is
+/// often shorter than a sleeping thread takes to wake, and a late thread's wake-up makes
+/// the next meeting late too: websearch-128 met 34 thousand times, and with std's
+/// `Barrier` (which sleeps at once) its two partitions waited 3.2 s each of a 9.2 s run,
+/// against 0.3 s spinning. Each thread adapts how long it spins (`wait`'s `budget`, in nanoseconds):
 /// it halves, to no less than `SPIN_FLOOR`, after a spin that ended asleep (a thread
 /// was not running: the machine is busy with other work) and doubles, up to `SPIN_MOST`,
 /// after one that did not; with more threads than cores it never spins.
@@ -156,6 +156,11 @@ impl PoolLog {
         (later.change, later.top) = (0, 0);
     }
 
+    /// No entries, and nothing to count.
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.change == 0 && self.top == 0
+    }
+
     fn clear(&mut self) {
         self.entries.clear();
         (self.change, self.top) = (0, 0);
@@ -180,7 +185,7 @@ impl Flight {
     /// merged order each log has risen by at most its `top` above where the window
     /// began, so the count never passes `alive` plus the sum of the tops, and the
     /// window only moves `alive` (websearch-128: the merge was 69 ms of a 3 s split
-    /// run, on the first partition's thread while the other waited).
+    /// run, on the first partition's thread while the other waited; stop 44).
     pub(super) fn fold(&mut self, logs: &mut [&mut PoolLog]) {
         debug_assert!(logs
             .iter()
