@@ -18,8 +18,8 @@
 //! sets by the meeting's parity, so a partition already posting the next window's mail
 //! never writes what another is still reading). Until stop 44 a window cost two
 //! meetings (one after taking the mail, one after the window): one meeting measured the
-//! same on two threads (0.99-1.005x) and 0.906x the wall time of websearch-128 on 3
-//! threads on 2 cores, where every wait is a sleep. Null messages were built and measured
+//! same on two threads (0.9875-1.006x, within the noise) and 0.876-0.906x the wall time
+//! of websearch-128 on 3 threads on 2 cores, where every wait is a sleep. Null messages were built and measured
 //! (Chandy and Misra, IEEE TSE 1979; here a clock per partition in shared memory, each
 //! partition running up to a lookahead past the others'): the same bytes and 1.0x the
 //! wall time of websearch-128 and permutation-8192 on two threads, since what a
@@ -699,22 +699,26 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                                 }
                             }
                         }
-                        // Only now, with the last window's logs merged.
-                        if t == u64::MAX {
-                            break false;
-                        }
-                        if t > limit.0 {
-                            break true;
-                        }
                         for from in 0..n {
                             let msgs = std::mem::take(&mut *lock(&shared.mail[b][m][from]));
                             sim.take_messages(from as u16, msgs);
                         }
                         sim.reconcile_credits();
+                        // The run ends at this meeting (every partition reads the same
+                        // `t`) only now, with the last window's logs merged and its mail
+                        // taken, so that a straggler in it is still found.
+                        let ends = t == u64::MAX || t > limit.0;
                         if sim.part.as_deref().is_some_and(|p| p.diverged) {
+                            if ends {
+                                shared.stop(DIVERGED);
+                                break false;
+                            }
                             // Not run further: the others stop at the next meeting.
                             (next, halt) = (t, Some(DIVERGED));
                             continue;
+                        }
+                        if ends {
+                            break t != u64::MAX;
                         }
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
                         sim.advance(&mut st, Some(end));
