@@ -19,12 +19,14 @@
 //! never writes what another is still reading). Until stop 44 a window cost two
 //! meetings (one after taking the mail, one after the window): one meeting measured the
 //! same on two threads (0.9875-1.006x, within the noise) and 0.876-0.906x the wall time
-//! of websearch-128 on 3 threads on 2 cores, where every wait is a sleep. Null messages were built and measured
-//! (Chandy and Misra, IEEE TSE 1979; here a clock per partition in shared memory, each
-//! partition running up to a lookahead past the others'): the same bytes and 1.0x the
-//! wall time of websearch-128 and permutation-8192 on two threads, since what a
-//! partition waits for is a difference in load lasting longer than one lookahead (its
-//! busier partition still waited 0.094 s of 3.2 s).
+//! of websearch-128 on 3 threads on 2 cores, where every wait is a sleep.
+//!
+//! Null messages were built and measured (Chandy and Misra, IEEE TSE 1979; here a
+//! clock per partition in shared memory, each partition running up to a lookahead past
+//! the others'): the same bytes and 1.0x the wall time of websearch-128 and
+//! permutation-8192 on two threads, since what a partition waits for is a difference in
+//! load lasting longer than one lookahead (its busier partition still waited 0.094 s of
+//! 3.2 s).
 //!
 //! Why the bytes are the same: an event's key is (time, source, that source's counter)
 //! (`engine`). Every source but two is one component, and only its owner schedules
