@@ -9,15 +9,15 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The barrier the partitions meet at, once a window (twice until stop 44): a thread that
-/// arrives first spins a while, then sleeps until the last one arrives. A window is
+/// The barrier the partitions meet at, once a window (twice until stop 44): a thread
+/// that arrives first spins a while, then sleeps until the last one arrives. A window is
 /// often shorter than a sleeping thread takes to wake, and a late thread's wake-up makes
 /// the next meeting late too: websearch-128 met 34 thousand times, and with std's
 /// `Barrier` (which sleeps at once) its two partitions waited 3.2 s each of a 9.2 s run,
-/// against 0.3 s spinning. Each thread adapts how long it spins (`wait`'s `budget`, in nanoseconds):
-/// it halves, to no less than `SPIN_FLOOR`, after a spin that ended asleep (a thread
-/// was not running: the machine is busy with other work) and doubles, up to `SPIN_MOST`,
-/// after one that did not; with more threads than cores it never spins.
+/// against 0.3 s spinning. Each thread adapts how long it spins (`wait`'s `budget`, in
+/// nanoseconds): it halves, to no less than `SPIN_FLOOR`, after a spin that ended asleep
+/// (a thread was not running: the machine is busy with other work) and doubles, up to
+/// `SPIN_MOST`, after one that did not; with more threads than cores it never spins.
 pub(super) struct WindowBarrier {
     n: usize,
     /// Threads arrived at the current meeting.
