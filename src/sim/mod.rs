@@ -329,6 +329,9 @@ pub struct RunOutput {
     /// Events each partition handled, when split (goes to perf.json: how evenly the
     /// threads were loaded).
     pub partition_events: Vec<u64>,
+    /// Hosts a split run placed apart from their leaf to even the partitions out
+    /// (`Plan::balanced`; goes to perf.json).
+    pub hosts_apart: u32,
     /// Why a run asked to split over threads ran on one (goes to perf.json).
     pub one_thread_because: Option<&'static str>,
     /// The host model's counters and message timestamps, when `host:` is set.

@@ -771,7 +771,9 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     // Every window's logs were merged, the last one's too.
     debug_assert!(shared.logs.iter().flatten().all(|l| lock(l).is_empty()));
     let peak = lock(&flight).peak;
-    Ok(merge(finished, &plan, wall, peak))
+    let mut out = merge(finished, &plan, wall, peak);
+    out.hosts_apart = plan.hosts_apart(&graph);
+    Ok(out)
 }
 
 /// Of the partitions' copies of a component vector (`field`), the owner's of each
