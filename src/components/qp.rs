@@ -266,10 +266,7 @@ impl QueuePair {
     /// time of a timer event to schedule, if none is pending at or before it.
     #[inline]
     pub fn arm_timer(&mut self) -> Option<SimTime> {
-        let t = match (self.req.next_timeout(), self.resp.next_timeout()) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
+        let t = crate::transport::rc::least(self.req.next_timeout(), self.resp.next_timeout())?;
         if self.timer_at.is_some_and(|s| s <= t) {
             return None;
         }

@@ -29,6 +29,15 @@ mod reorder;
 mod responder;
 
 pub use reorder::{Placed, ReorderBuffer};
+
+/// The smaller of two optional values, or the one that is there.
+#[inline]
+pub fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
 pub use responder::{Responder, ResponderAction, ResponderStats};
 
 use crate::units::{SimDuration, SimTime};
@@ -338,10 +347,7 @@ impl Requester {
     /// The window that limits packets in flight: the smaller of the configured
     /// `window_packets` and the congestion-control window.
     pub fn window(&self) -> Option<u32> {
-        match (self.p.window_packets, self.cc_window_packets) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        least(self.p.window_packets, self.cc_window_packets)
     }
 
     /// (una, nxt, high, next_seq, outstanding WRs) for debugging.
@@ -791,14 +797,11 @@ impl Requester {
             // deadline that failed it; a stale one would fire again and again).
             return None;
         }
-        [
-            self.rnr_wait_until,
-            self.ack_deadline,
-            self.read_hole_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let t = least(self.rnr_wait_until, self.ack_deadline);
+        if self.read_reorder.is_none() {
+            return t;
+        }
+        least(t, self.read_hole_deadline())
     }
 
     /// Timers that are due fire: the RNR back-off ends, or the local ACK timeout expires
