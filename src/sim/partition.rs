@@ -429,8 +429,9 @@ mod tests {
     }
 
     /// Skewed traffic: the two busy leaves go to different partitions, each partition
-    /// gets a leaf and a spine, hosts stay with their leaf, and the busiest partition
-    /// expects fewer events than with the blocks. Even or no traffic: the blocks.
+    /// gets a leaf and a spine, hosts stay with their leaf (their 100 ns links are
+    /// shorter than the 700 ns lookahead), and the busiest partition expects fewer
+    /// events than with the blocks. Even or no traffic: the blocks.
     #[test]
     fn a_skewed_run_is_balanced_and_an_even_one_keeps_the_blocks() {
         let (t, g) = fabric(4, 4, 700);

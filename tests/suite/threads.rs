@@ -174,9 +174,10 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
         assert_eq!(two, ["2"], "{name}");
         assert_eq!(three, ["3"], "{name}");
     }
-    // The incast (to host 5, on leaf 1) leaves leaf 1 busier than the split of leaves and spines can even
-    // out: at 2 threads a host is placed apart from its leaf (its link crosses), so
-    // every case above also checked packets, frames and credits crossing a host link.
+    // The incast (to host 5, on leaf 1) leaves the partitions less even than whole
+    // leaves and spines can make them: at 2 threads a host is placed apart from its
+    // leaf (its link crosses), so every case above also checked packets, frames and
+    // credits crossing a host link.
     let d = tmpdir("apart");
     run(&sc, &[], 2, &d);
     let perf: serde_json::Value =
