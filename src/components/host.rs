@@ -988,3 +988,6 @@ impl HostPipeline {
 #[cfg(test)]
 #[path = "host_tests.rs"]
 mod tests;
+
+#[path = "host_merge.rs"]
+mod merge;

@@ -47,9 +47,15 @@
 //! returns in key order, scheduling the wake-ups one thread would have
 //! (`Sim::reconcile_credits`).
 //!
+//! The host model splits by NIC: a message's posting stages are its sender's NIC's
+//! events, its receive completion its receiver's, and the end of run takes each side
+//! from its owner (`HostPipeline::merge`). A flow that waits on another (a ping-pong's
+//! reply) is started where that one lands, and leaves from there.
+//!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! IB credits read by the routing, RDMA READ, out-of-order RC, the host model, collectives and
-//! training, time series, flows that wait on others, a fabric of one leaf or one spine.
+//! IB credits read by the routing, RDMA READ, out-of-order RC, a receive-posting delay,
+//! collectives and training, time series, a flow that waits on one landing at another
+//! host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a straggler reaches a queue pair in the window its requester
 //! retired it (`Msg::QpClosed`), is run again on one thread, so that what it reports is
@@ -62,6 +68,7 @@ use super::transport::QpOpen;
 use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
 use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
+use crate::components::host::HostPipeline;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId};
 use crate::packet::Packet;
@@ -203,9 +210,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
         // Routing lands a port's returning credits outside its own events.
         return Some("IB credits read by the routing");
     }
-    if sc.host.is_some() {
-        return Some("the host model");
-    }
     if sc.timeseries.is_some() {
         return Some("time series");
     }
@@ -213,7 +217,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
         match w {
             Workload::Collective(_) => return Some("collectives"),
             Workload::Training(_) => return Some("training jobs"),
-            Workload::PingPong { .. } => return Some("ping-pong flows (a flow waits on another)"),
             _ => {}
         }
     }
@@ -611,6 +614,14 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
             sc.topology.host_link.rate.0,
             sc.seed,
         );
+        // A flow that waits on another (a ping-pong's reply) is started where that one
+        // lands, by the receiver's NIC, so it must leave from there: one partition's.
+        if flows
+            .iter()
+            .any(|f| f.after.is_some_and(|a| flows[a as usize].dst != f.src))
+        {
+            return Err("a flow waits on one that lands at another host");
+        }
         let traffic = flows
             .iter()
             .map(|f| (f.src, f.dst, f.size.div_ceil(sc.mtu).max(1)));
@@ -894,7 +905,9 @@ fn merge(
             }
         }
     }
+    let hosts: Option<Vec<_>> = sims.iter_mut().map(|s| s.hostm.take()).collect();
     let mut sim = sims.swap_remove(0);
+    sim.hostm = hosts.map(|h| HostPipeline::merge(h, |nic| plan.host(nic) as usize));
     sim.rc_totals.merge(&responders);
     for o in &sims {
         sim.rc_totals.merge(&o.rc_totals);

@@ -21,6 +21,7 @@
 //! synchronization in parallel discrete event simulations", JACM 40(2), 1993: windows
 //! of that width with a barrier between them).
 
+use crate::components::host::ST_RECV_CQE;
 use crate::engine::{Event, PortId};
 use crate::topology::graph::{Graph, GraphPort};
 use crate::topology::Node;
@@ -284,15 +285,22 @@ impl Plan {
     }
 
     /// The partition that handles `event`; `None` for events a partitioned run does not
-    /// carry (`flow_src` and `qp_src` give a flow's and a queue pair's source host).
+    /// carry (`flow_ends` gives a flow's source host and the host its data lands at,
+    /// `qp_src` a queue pair's source host). A flow's host-pipeline stages run on its
+    /// source's NIC but for the receive completion, which runs on the receiver's
+    /// (`components::host`).
     pub fn owner(
         &self,
         event: &Event,
-        flow_src: impl Fn(u32) -> u32,
+        flow_ends: impl Fn(u32) -> (u32, u32),
         qp_src: impl Fn(u32) -> u32,
     ) -> Option<u16> {
         Some(match *event {
-            Event::FlowStart { flow } => self.host(flow_src(flow)),
+            Event::FlowStart { flow } => self.host(flow_ends(flow).0),
+            Event::FlowStage { flow, stage } => {
+                let (src, rx) = flow_ends(flow);
+                self.host(if stage == ST_RECV_CQE { rx } else { src })
+            }
             Event::QpTimer { qp } => self.host(qp_src(qp)),
             Event::TxDone { port }
             | Event::PortWake { port }
@@ -300,6 +308,7 @@ impl Plan {
             | Event::Credit { port, .. } => self.sender(port),
             Event::Arrive { port } | Event::PfcRefresh { port } => self.receiver(port),
             Event::HostWake { host } => self.host(host),
+            Event::PosterDone { nic, .. } | Event::Irq { nic } => self.host(nic),
             _ => return None,
         })
     }
@@ -510,7 +519,10 @@ mod tests {
         assert_eq!(p.crossing_links, blocks.crossing_links + 4);
         for h in [2, 3] {
             let up = g.host_up(h);
-            assert_eq!(p.owner(&Event::TxDone { port: up }, |_| 0, |_| 0), Some(1));
+            assert_eq!(
+                p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| 0),
+                Some(1)
+            );
             assert_eq!(p.receiver(up), 0, "the leaf's ingress stays with the leaf");
         }
         // Host links shorter than the fabric's: the windows would narrow; none moves.
@@ -576,16 +588,30 @@ mod tests {
         let (t, g) = fabric(2, 2, 1000);
         let p = Plan::new(&g, t.leaves, 2);
         let up = g.host_up(t.hosts() - 1);
-        assert_eq!(p.owner(&Event::TxDone { port: up }, |_| 0, |_| 0), Some(1));
+        let last = t.hosts() - 1;
         assert_eq!(
-            p.owner(&Event::FlowStart { flow: 3 }, |_| t.hosts() - 1, |_| 0),
+            p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| 0),
             Some(1)
         );
+        assert_eq!(
+            p.owner(&Event::FlowStart { flow: 3 }, |_| (last, 0), |_| 0),
+            Some(1)
+        );
+        // A flow from the last host to host 0: its posting stages on the sender's NIC,
+        // its receive completion on the receiver's.
+        let stage = |stage| Event::FlowStage { flow: 3, stage };
+        let host = crate::components::host::ST_DOORBELL;
+        assert_eq!(p.owner(&stage(host), |_| (last, 0), |_| 0), Some(1));
+        assert_eq!(p.owner(&stage(ST_RECV_CQE), |_| (last, 0), |_| 0), Some(0));
+        let irq = Event::Irq { nic: last };
+        assert_eq!(p.owner(&irq, |_| (0, 0), |_| 0), Some(1));
+        let poster = Event::PosterDone { nic: 0, poster: 1 };
+        assert_eq!(p.owner(&poster, |_| (last, last), |_| 0), Some(0));
         let cross = (0..g.ports.len() as PortId)
             .find(|&q| p.sender(q) != p.receiver(q))
             .unwrap();
         assert_eq!(
-            p.owner(&Event::Arrive { port: cross }, |_| 0, |_| 0),
+            p.owner(&Event::Arrive { port: cross }, |_| (0, 0), |_| 0),
             Some(p.receiver(cross))
         );
         assert_eq!(
@@ -594,11 +620,11 @@ mod tests {
                     port: cross,
                     pause: true
                 },
-                |_| 0,
+                |_| (0, 0),
                 |_| 0
             ),
             Some(p.sender(cross))
         );
-        assert_eq!(p.owner(&Event::Sample, |_| 0, |_| 0), None);
+        assert_eq!(p.owner(&Event::Sample, |_| (0, 0), |_| 0), None);
     }
 }

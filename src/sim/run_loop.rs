@@ -122,7 +122,11 @@ impl Sim {
                 debug_assert_eq!(
                     part.plan.owner(
                         &ev,
-                        |f| self.flows[f as usize].def.src,
+                        // A split run carries no READ: data lands at `dst`.
+                        |f| {
+                            let d = &self.flows[f as usize].def;
+                            (d.src, d.dst)
+                        },
                         |q| self.qps[q as usize].src
                     ),
                     Some(part.me),
