@@ -43,8 +43,12 @@ pub enum Event {
     /// for a cut-through switch). A port's packets arrive in the order they were sent, so
     /// each port keeps at most one arrival event pending (htsim's pipe).
     Arrive { port: PortId },
-    /// A queue pair's timer (local ACK timeout or RNR back-off) may be due.
+    /// A queue pair's requester timer (local ACK timeout or RNR back-off) may be due.
     QpTimer { qp: u32 },
+    /// Out-of-order RC: a queue pair's responder hole timer (`reorder_timeout`) may be
+    /// due; scheduled by the responder's host `host` (named here, since the slot may
+    /// have been reused by the time a superseded timer comes due).
+    HoleTimer { qp: u32, host: u32 },
     /// A host paced by congestion control may send again.
     HostWake { host: u32 },
     /// A PFC frame takes effect at the sending side of `port`: pause its data class, or

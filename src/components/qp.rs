@@ -73,8 +73,12 @@ pub struct QueuePair {
     pub dead: bool,
     /// Bumped each time the slot is reused.
     pub gen: u32,
-    /// Time of the pending timer event, if any.
+    /// Time of the pending requester timer event, if any.
     timer_at: Option<SimTime>,
+    /// Out-of-order RC: time of the pending hole timer event of the responder, if any
+    /// (its own event, on the responder's host: a split run handles the two halves in
+    /// different partitions).
+    hole_timer_at: Option<SimTime>,
     /// Per direction: congestion control, notification point, and when the last packet
     /// left with its bytes on the wire (0 bytes: none yet).
     cc: [CongestionControl; 2],
@@ -133,6 +137,7 @@ impl QueuePair {
             dead: false,
             gen: 0,
             timer_at: None,
+            hole_timer_at: None,
             cc: [
                 CongestionControl::new(cc, path, now),
                 CongestionControl::new(cc, path, now),
@@ -243,8 +248,6 @@ impl QueuePair {
     /// forward direction's congestion control of a loss, whose window (in packets of
     /// `mtu_wire` bytes) then bounds the resend.
     pub fn handle_timeout(&mut self, now: SimTime, mtu_wire: u64) {
-        // Out-of-order RC: the responder's hole timer (its NAKs wait in `resp`).
-        self.resp.handle_timeout(now);
         let before = self.req.stats.timeouts;
         self.req.handle_timeout(now);
         if self.req.stats.timeouts > before {
@@ -262,27 +265,29 @@ impl QueuePair {
         cc.rate_bps()
     }
 
-    /// The requester's (or, out of order, the responder's) deadline moved: returns the
-    /// time of a timer event to schedule, if none is pending at or before it.
+    /// The requester's deadline moved: returns the time of a timer event to schedule,
+    /// if none is pending at or before it.
     #[inline]
     pub fn arm_timer(&mut self) -> Option<SimTime> {
-        let t = crate::transport::rc::least(self.req.next_timeout(), self.resp.next_timeout())?;
-        if self.timer_at.is_some_and(|s| s <= t) {
-            return None;
-        }
-        self.timer_at = Some(t);
-        Some(t)
+        arm(&mut self.timer_at, self.req.next_timeout())
     }
 
-    /// A timer event scheduled for `now` fired: whether it is the pending one (a
-    /// superseded one is stale and does nothing).
+    /// A requester timer event scheduled for `now` fired: whether it is the pending one
+    /// (a superseded one is stale and does nothing).
     #[inline]
     pub fn take_timer(&mut self, now: SimTime) -> bool {
-        if self.timer_at != Some(now) {
-            return false;
-        }
-        self.timer_at = None;
-        true
+        take(&mut self.timer_at, now)
+    }
+
+    /// Out-of-order RC: the responder's hole deadline moved: the time of a hole timer
+    /// event to schedule, if none is pending at or before it.
+    pub fn arm_hole_timer(&mut self) -> Option<SimTime> {
+        arm(&mut self.hole_timer_at, self.resp.next_timeout())
+    }
+
+    /// A hole timer event scheduled for `now` fired: whether it is the pending one.
+    pub fn take_hole_timer(&mut self, now: SimTime) -> bool {
+        take(&mut self.hole_timer_at, now)
     }
 
     /// A READ request for `packets` responses from `psn` on: the responder streams them.
@@ -318,6 +323,28 @@ impl QueuePair {
             && self.backlog.is_empty()
             && self.pipeline.is_empty()
     }
+}
+
+/// A deadline `t` for a timer whose pending event is at `pending`: the time of an event
+/// to schedule, if none is pending at or before it.
+#[inline]
+fn arm(pending: &mut Option<SimTime>, t: Option<SimTime>) -> Option<SimTime> {
+    let t = t?;
+    if pending.is_some_and(|s| s <= t) {
+        return None;
+    }
+    *pending = Some(t);
+    Some(t)
+}
+
+/// A timer event for `now` fired: whether it is the pending one, which it then clears.
+#[inline]
+fn take(pending: &mut Option<SimTime>, now: SimTime) -> bool {
+    if *pending != Some(now) {
+        return false;
+    }
+    *pending = None;
+    true
 }
 
 #[cfg(test)]
@@ -481,6 +508,43 @@ mod tests {
         );
         assert!(q.take_timer(t));
         assert_eq!(q.arm_timer(), Some(t), "fired, so it is scheduled again");
+    }
+
+    /// Out-of-order RC: a hole at the responder arms the responder's own hole timer,
+    /// not the requester's (a split run handles them in different partitions).
+    #[test]
+    fn a_hole_arms_the_responders_timer_only() {
+        let p = RcParams {
+            out_of_order: Some(crate::transport::rc::OutOfOrder {
+                reorder_timeout: SimDuration::from_us(100),
+                selective_nak: false,
+            }),
+            ..rc()
+        };
+        let path = CcPath {
+            line_rate_bps: LINE,
+            switches: 1,
+        };
+        let mut q = QueuePair::new(SimTime::ZERO, 0, 1, 0, 7, 0, p, 16, None, path);
+        assert_eq!(q.arm_hole_timer(), None, "no hole, no deadline");
+        // PSN 1 overtakes PSN 0: a hole.
+        let req = crate::transport::rc::TxRequest {
+            psn: 1,
+            op: Op::Write,
+            payload: 1000,
+            first: false,
+            last: true,
+            read_packets: 0,
+            retransmission: false,
+            wr_id: 0,
+        };
+        q.resp.handle_request(SimTime(5), &req);
+        let t = q.arm_hole_timer().expect("the hole's timer is armed");
+        assert_eq!(t, SimTime(5) + SimDuration::from_us(100));
+        assert_eq!(q.arm_timer(), None, "the requester has nothing outstanding");
+        assert_eq!(q.arm_hole_timer(), None, "already pending");
+        assert!(!q.take_timer(t), "not the requester's event");
+        assert!(q.take_hole_timer(t));
     }
 
     #[test]

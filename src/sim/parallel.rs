@@ -50,10 +50,11 @@
 //! The host model splits by NIC: a message's posting stages are its sender's NIC's
 //! events, its receive completion its receiver's, and the end of run takes each side
 //! from its owner (`HostPipeline::merge`). A flow that waits on another (a ping-pong's
-//! reply) is started where that one lands, and leaves from there.
+//! reply) is started where that one lands, and leaves from there. Out-of-order RC's
+//! hole timer is the responder's own event (`Event::HoleTimer`), on its host.
 //!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! IB credits read by the routing, RDMA READ, out-of-order RC, a receive-posting delay,
+//! IB credits read by the routing, RDMA READ, a receive-posting delay,
 //! collectives and training, time series, a flow that waits on one landing at another
 //! host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
@@ -196,9 +197,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
     if let Transport::Rc(rc) = &sc.transport {
         if rc.operation == Op::Read {
             return Some("RDMA READ");
-        }
-        if rc.params.out_of_order.is_some() {
-            return Some("out-of-order RC");
         }
         if rc.recv_post_delay > SimDuration::ZERO {
             return Some("a receive-posting delay");

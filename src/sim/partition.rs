@@ -302,6 +302,7 @@ impl Plan {
                 self.host(if stage == ST_RECV_CQE { rx } else { src })
             }
             Event::QpTimer { qp } => self.host(qp_src(qp)),
+            Event::HoleTimer { host, .. } => self.host(host),
             Event::TxDone { port }
             | Event::PortWake { port }
             | Event::Pfc { port, .. }
@@ -607,6 +608,14 @@ mod tests {
         assert_eq!(p.owner(&irq, |_| (0, 0), |_| 0), Some(1));
         let poster = Event::PosterDone { nic: 0, poster: 1 };
         assert_eq!(p.owner(&poster, |_| (last, last), |_| 0), Some(0));
+        // A queue pair from host 0 to the last: its requester's timer on host 0, its
+        // responder's hole timer (out-of-order RC) on the last.
+        assert_eq!(
+            p.owner(&Event::QpTimer { qp: 2 }, |_| (0, 0), |_| 0),
+            Some(0)
+        );
+        let hole = Event::HoleTimer { qp: 2, host: last };
+        assert_eq!(p.owner(&hole, |_| (0, 0), |_| 0), Some(1));
         let cross = (0..g.ports.len() as PortId)
             .find(|&q| p.sender(q) != p.receiver(q))
             .unwrap();

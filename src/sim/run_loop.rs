@@ -149,6 +149,7 @@ impl Sim {
                     true
                 }
                 Event::QpTimer { qp } => self.on_qp_timer(now, qp),
+                Event::HoleTimer { qp, .. } => self.on_hole_timer(now, qp),
                 Event::HostWake { host } => {
                     self.nics[host as usize].wake_at = None;
                     self.kick(now, host);

@@ -453,6 +453,17 @@ impl Sim {
         }
     }
 
+    /// Out-of-order RC: keeps `slot`'s responder hole timer pending at its deadline,
+    /// scheduled by the responder's host.
+    fn sync_hole_timer(&mut self, slot: u32) {
+        let qp = &mut self.qps[slot as usize];
+        if let Some(t) = qp.arm_hole_timer() {
+            let host = qp.dst;
+            self.q
+                .schedule(t, self.src.nic(host), Event::HoleTimer { qp: slot, host });
+        }
+    }
+
     /// Returns whether a timer was actually due.
     pub(super) fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
         let mtu_wire = self.mtu + self.overhead + self.int_bytes;
@@ -463,11 +474,31 @@ impl Sim {
         if qp.dead {
             return false; // the queue pair finished
         }
-        let due = qp.req.next_timeout().is_some_and(|t| t <= now)
-            || qp.resp.next_timeout().is_some_and(|t| t <= now);
+        let due = qp.req.next_timeout().is_some_and(|t| t <= now);
         qp.handle_timeout(now, mtu_wire);
-        self.send_selective_naks(now, slot);
         self.after_requester_input(now, slot);
+        due
+    }
+
+    /// Out-of-order RC: the responder's hole timer; its selective NAKs go out if it was
+    /// due, and it is kept pending while a hole is left. Returns whether it was due.
+    pub(super) fn on_hole_timer(&mut self, now: SimTime, slot: u32) -> bool {
+        let qp = &mut self.qps[slot as usize];
+        if !qp.take_hole_timer(now) || qp.dead {
+            return false; // superseded, or the queue pair finished
+        }
+        // The responder acts (in a split run, a requester that retired the queue pair
+        // in this window sends the run to one thread, as a packet would).
+        self.touch_responder(slot);
+        let due = self.qps[slot as usize]
+            .resp
+            .next_timeout()
+            .is_some_and(|t| t <= now);
+        if due {
+            self.qps[slot as usize].resp.handle_timeout(now);
+            self.send_selective_naks(now, slot);
+        }
+        self.sync_hole_timer(slot);
         due
     }
 
@@ -717,7 +748,7 @@ impl Sim {
         let a = qp.resp.handle_request(now, &req);
         if qp.resp.next_timeout().is_some() {
             // Out-of-order RC: a hole holds packets up; its timer must be pending.
-            self.sync_timer(slot);
+            self.sync_hole_timer(slot);
         }
         let qp = &mut self.qps[slot as usize];
         if let Some((psn, n)) = a.read {

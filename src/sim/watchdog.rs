@@ -66,6 +66,7 @@ pub fn moves_work(ev: &Event) -> bool {
         Event::TxDone { .. }
         | Event::Arrive { .. }
         | Event::QpTimer { .. }
+        | Event::HoleTimer { .. }
         | Event::HostWake { .. }
         | Event::Pfc { .. }
         | Event::PfcRefresh { .. }

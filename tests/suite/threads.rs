@@ -120,8 +120,9 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
 /// by its duration, link faults (a flap, random drops, bit errors), RC with PFC and DCQCN
 /// (pauses and CNPs crossing partitions), HPCC and Swift (telemetry and send times
 /// crossing), IB credits (returns crossing, wake-ups decided as on one thread), bare
-/// packets with PFC, cut-through switches, shared queue pairs; Poisson web-search
-/// arrivals throughout. Each is split (perf.json says 2, then 3), at 2 threads with a
+/// packets with PFC, cut-through switches, shared queue pairs, out-of-order RC under
+/// spraying with drops and under adaptive routing; Poisson web-search arrivals
+/// throughout. Each is split (perf.json says 2, then 3), at 2 threads with a
 /// host placed apart from its leaf.
 #[test]
 fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
@@ -133,7 +134,7 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
          - permutation: { size: 300KB }\n  - incast: { senders: 6, receiver: 5, size: 200KB, start: 20us }\n  \
          - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
     );
-    let cases: [(&str, &[&str]); 11] = [
+    let cases: [(&str, &[&str]); 13] = [
         ("rc-lossy", &[]),
         // Cut short with packets on the wires, queue pairs open, flows unfinished.
         ("duration", &["duration=37us", "flow_control.mode=pfc"]),
@@ -168,6 +169,25 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
             &["switch.forwarding=cut_through", "flow_control.mode=pfc"],
         ),
         ("shared-qps", &["transport.rc.connections=per_host_pair"]),
+        // Out-of-order RC (stop 46): packets sprayed over the spines overtake each
+        // other, random drops leave holes, the responders' hole timers (their own
+        // events, on the responder's host) send selective NAKs across partitions.
+        (
+            "ooo-spray-drops",
+            &[
+                "transport.rc.out_of_order=true",
+                "routing=spray",
+                "faults={drop_probability: 0.002}",
+            ],
+        ),
+        (
+            "ooo-adaptive-pfc",
+            &[
+                "transport.rc.out_of_order=true",
+                "routing=adaptive",
+                "flow_control.mode=pfc",
+            ],
+        ),
     ];
     for (name, set) in cases {
         let [two, three] = same_bytes_at_1_2_3(name, &sc, set);
