@@ -62,8 +62,6 @@ pub enum Event {
     /// with `blocks: 0`, a switch port waiting for credit looks at those it keeps on
     /// their way back (`EgressPort::credits_returning`).
     Credit { port: PortId, blocks: u32 },
-    /// Take a time-series sample.
-    Sample,
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.
     RecvPost { qp: u32, gen: u32 },
     /// A message reaches the next stage of the host and NIC pipeline (`components::host`).

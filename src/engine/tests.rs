@@ -338,13 +338,13 @@ fn reserved_keys_scheduled_in_reverse_pop_in_key_order() {
     // reverse, in a tick after the one being handled: the proxy sort's insertion pass
     // would need 2 million moves, so it gives way to the comparison sort.
     let mut q = EventQueue::new(2);
-    q.schedule(SimTime(0), 1, Event::Sample);
+    q.schedule(SimTime(0), 1, Event::CollWake { run: 0 });
     let at = SimTime(5 << TICK_SHIFT);
     let keys: Vec<u128> = (0..2_000).map(|_| q.reserve(at, 0)).collect();
     for (i, &key) in keys.iter().enumerate().rev() {
         q.schedule_reserved(key, Event::TxDone { port: i as u32 });
     }
-    assert_eq!(q.pop(), Some((SimTime(0), Event::Sample)));
+    assert_eq!(q.pop(), Some((SimTime(0), Event::CollWake { run: 0 })));
     for i in 0..2_000 {
         assert_eq!(q.pop(), Some((at, Event::TxDone { port: i })));
     }

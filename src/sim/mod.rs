@@ -28,7 +28,6 @@
 
 use crate::analytic::ideal_fct;
 use crate::cc::CcParams;
-use crate::components::qp::Direction;
 use crate::components::{
     EgressPort, FlowControl, Forwarding, Ingress, Loss, Nic, Switch, Wire, WireFaults, CREDIT_BLOCK,
 };
@@ -55,6 +54,7 @@ pub mod partition;
 mod prefetch;
 pub mod retire;
 mod run_loop;
+mod sampler;
 mod training_glue;
 mod transport;
 pub mod watchdog;
@@ -436,6 +436,7 @@ pub struct Sim {
     timestamps: bool,
     cc_totals: CcTotals,
     samples: Vec<Sample>,
+    sampling: sampler::Sampling,
     fault_totals: FaultTotals,
     mtu: u64,
     overhead: u64,
@@ -583,9 +584,6 @@ impl Sim {
             Transport::Rc(c) => Some(c.clone()),
             Transport::Raw => None,
         };
-        if sc.timeseries.is_some() {
-            q.schedule(SimTime::ZERO, Sources::WORKLOAD, Event::Sample);
-        }
         let hostm = sc.host.as_ref().map(|h| {
             let read = rc.as_ref().is_some_and(|r| r.operation == Op::Read);
             let messages = flows.iter().map(|f| host_message(&f.def));
@@ -681,6 +679,7 @@ impl Sim {
             retired: retire::RetiredTransfers::default(),
             watchdog: watchdog::Watchdog::new(watchdog_bound),
             samples: Vec::new(),
+            sampling: sampler::Sampling::new(sc.timeseries.as_ref().map(|t| t.interval)),
             mtu: sc.mtu,
             overhead: sc.encapsulation.overhead_bytes(),
             header,
@@ -719,69 +718,6 @@ impl Sim {
             }
         }
         self.start_flow(now, flow);
-    }
-
-    fn sample(&mut self, now: SimTime) {
-        let Some(ts) = &self.sc.timeseries else {
-            return;
-        };
-        let mut rows: Vec<(Metric, f64)> = Vec::with_capacity(3);
-        let mut obj = 0u32;
-        for &p in &ts.ports {
-            let port = &self.ports[p as usize];
-            rows.extend([
-                (Metric::QueueBytes, port.queued_bytes as f64),
-                (Metric::Paused, port.is_paused(now) as u8 as f64),
-                (Metric::TxBytes, port.tx_bytes as f64),
-            ]);
-            Self::push_samples(&mut self.samples, now, obj, &mut rows);
-            obj += 1;
-        }
-        let line = self.topo.host_link.rate.0 as f64;
-        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
-        for &f in &ts.flows {
-            let flow = &self.flows[f as usize];
-            let live_qp = flow.qp != NO_QP
-                && !self.qps[flow.qp as usize].dead
-                && self.qps[flow.qp as usize].gen == flow.qp_gen;
-            let rate = match flow.outcome {
-                Outcome::Pending if live_qp => {
-                    let qp = &mut self.qps[flow.qp as usize];
-                    // The data direction: requester to responder, or back for a READ.
-                    let d = if read {
-                        Direction::Reverse
-                    } else {
-                        Direction::Forward
-                    };
-                    qp.rate_bps(now, d).unwrap_or(line)
-                }
-                Outcome::Pending if flow.def.start <= now => line,
-                _ => 0.0,
-            };
-            rows.extend([
-                (Metric::RateGbps, rate / 1e9),
-                (
-                    Metric::DeliveredBytes,
-                    self.flows[f as usize].delivered as f64,
-                ),
-            ]);
-            Self::push_samples(&mut self.samples, now, obj, &mut rows);
-            obj += 1;
-        }
-    }
-
-    fn push_samples(
-        out: &mut Vec<Sample>,
-        time: SimTime,
-        object: u32,
-        rows: &mut Vec<(Metric, f64)>,
-    ) {
-        out.extend(rows.drain(..).map(|(metric, value)| Sample {
-            time,
-            object,
-            metric,
-            value,
-        }));
     }
 }
 

@@ -51,11 +51,13 @@
 //! events, its receive completion its receiver's, and the end of run takes each side
 //! from its owner (`HostPipeline::merge`). A flow that waits on another (a ping-pong's
 //! reply) is started where that one lands, and leaves from there. Out-of-order RC's
-//! hole timer is the responder's own event (`Event::HoleTimer`), on its host.
+//! hole timer is the responder's own event (`Event::HoleTimer`), on its host. A time
+//! series is taken by each partition for what it owns and put together at the end
+//! (`sampler`).
 //!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
 //! IB credits read by the routing, RDMA READ, a receive-posting delay,
-//! collectives and training, time series, a flow that waits on one landing at another
+//! collectives and training, a flow that waits on one landing at another
 //! host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a straggler reaches a queue pair in the window its requester
@@ -67,9 +69,8 @@ use super::partition::Plan;
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
 use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
-use super::{FlowState, Outcome, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
+use super::{RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
-use crate::components::host::HostPipeline;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId};
 use crate::packet::Packet;
@@ -207,9 +208,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
     {
         // Routing lands a port's returning credits outside its own events.
         return Some("IB credits read by the routing");
-    }
-    if sc.timeseries.is_some() {
-        return Some("time series");
     }
     for w in &sc.workload {
         match w {
@@ -729,6 +727,10 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                             continue;
                         }
                         if ends {
+                            if t != u64::MAX {
+                                // Cut short by the duration: its samples up to the end.
+                                sim.sample_through(limit);
+                            }
                             break t != u64::MAX;
                         }
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
@@ -785,151 +787,9 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     Ok(out)
 }
 
-/// Of the partitions' copies of a component vector (`field`), the owner's of each
-/// (`owner(i)` for the i-th); the copies are taken out of the partitions.
-fn pick<T>(
-    sims: &mut [Sim],
-    field: impl Fn(&mut Sim) -> &mut Vec<T>,
-    owner: impl Fn(usize) -> u16,
-) -> Vec<T> {
-    let mut copies: Vec<_> = sims
-        .iter_mut()
-        .map(|s| std::mem::take(field(s)).into_iter())
-        .collect();
-    let len = copies.first().map_or(0, |c| c.len());
-    (0..len)
-        .map(|i| {
-            let o = owner(i) as usize;
-            let mut mine = None;
-            for (k, c) in copies.iter_mut().enumerate() {
-                let x = c.next().expect("every partition holds every component");
-                if k == o {
-                    mine = Some(x);
-                }
-            }
-            mine.expect("an owner among the partitions")
-        })
-        .collect()
-}
-
-/// Puts the partitions' copies together: each component from its owner, each flow's
-/// sending side from its source's partition and its receiving side from its
-/// destination's, counters summed; then the one-thread end of run.
-fn merge(
-    parts: Vec<(Sim, LoopState, bool)>,
-    plan: &Plan,
-    wall: std::time::Instant,
-    peak: i64,
-) -> RunOutput {
-    let per_part: Vec<u64> = parts.iter().map(|p| p.0.q.events_processed()).collect();
-    let events: u64 = per_part.iter().sum();
-    let stopped = parts.iter().any(|p| p.2);
-    let last = parts
-        .iter()
-        .map(|p| p.1.last)
-        .max()
-        .unwrap_or(SimTime::ZERO);
-    let (mut sims, mut states): (Vec<Sim>, Vec<LoopState>) =
-        parts.into_iter().map(|(sim, st, _)| (sim, st)).unzip();
-    let mut st = states.swap_remove(0);
-    st.stopped = stopped;
-    st.last = last;
-    st.wall = wall;
-    let ports = pick(&mut sims, |s| &mut s.ports, |p| plan.sender(p as PortId));
-    let wires = pick(&mut sims, |s| &mut s.wires, |p| plan.receiver(p as PortId));
-    let ingress = pick(
-        &mut sims,
-        |s| &mut s.ingress,
-        |p| plan.receiver(p as PortId),
-    );
-    let switches = pick(&mut sims, |s| &mut s.switches, |s| plan.switch(s as u32));
-    let nics = pick(&mut sims, |s| &mut s.nics, |h| plan.host(h as u32));
-    let mut copies: Vec<_> = sims
-        .iter_mut()
-        .map(|s| std::mem::take(&mut s.flows).into_iter())
-        .collect();
-    let count = copies.first().map_or(0, |c| c.len());
-    let mut flows = Vec::with_capacity(count);
-    for _ in 0..count {
-        let mut all: Vec<_> = copies
-            .iter_mut()
-            .map(|c| c.next().expect("every partition holds every flow"))
-            .collect();
-        let tx = plan.host(all[0].def.src) as usize;
-        // Each side counts what it did; a time is set where it happened (on one side,
-        // or first where the requester also sets it on completion: `landed`).
-        let sum = |get: fn(&FlowState) -> u64| all.iter().map(get).sum::<u64>();
-        let first = |get: fn(&FlowState) -> Option<SimTime>| all.iter().filter_map(get).min();
-        let (segmented, delivered) = (sum(|f| f.segmented), sum(|f| f.delivered));
-        let packets_sent = sum(|f| f.packets_sent as u64) as u32;
-        let packets_dropped = sum(|f| f.packets_dropped as u64) as u32;
-        let retransmissions = sum(|f| f.retransmissions as u64) as u32;
-        let (landed, finish, failed_at) = (
-            first(|f| f.landed),
-            first(|f| f.finish),
-            first(|f| f.failed_at),
-        );
-        let started = all.iter().any(|f| f.started);
-        let outcome = all
-            .iter()
-            .map(|f| f.outcome)
-            .find(|o| *o != Outcome::Pending)
-            .unwrap_or(Outcome::Pending);
-        let mut f = all.swap_remove(tx);
-        f.segmented = segmented;
-        f.delivered = delivered;
-        f.packets_sent = packets_sent;
-        f.packets_dropped = packets_dropped;
-        f.retransmissions = retransmissions;
-        f.landed = landed;
-        f.finish = finish;
-        f.failed_at = failed_at;
-        f.started = started;
-        f.outcome = outcome;
-        flows.push(f);
-    }
-    // Queue pairs: each requester's own, from its partition; the responder copies give
-    // the responders' counters (those retired were counted as they retired).
-    let mut qps = Vec::new();
-    let mut responders = RcTotals::default();
-    for sim in sims.iter_mut() {
-        let part = sim.part.take().expect("a partition");
-        for (i, qp) in std::mem::take(&mut sim.qps).into_iter().enumerate() {
-            if !part.mirror.get(i).copied().unwrap_or(false) {
-                qps.push(qp);
-            } else if !qp.dead {
-                responders.duplicate_packets += qp.resp.stats.duplicates;
-                responders.acks_sent += qp.resp.stats.acks_sent;
-            }
-        }
-    }
-    let hosts: Option<Vec<_>> = sims.iter_mut().map(|s| s.hostm.take()).collect();
-    let mut sim = sims.swap_remove(0);
-    sim.hostm = hosts.map(|h| HostPipeline::merge(h, |nic| plan.host(nic) as usize));
-    sim.rc_totals.merge(&responders);
-    for o in &sims {
-        sim.rc_totals.merge(&o.rc_totals);
-        sim.cc_totals.cnps_sent += o.cc_totals.cnps_sent;
-        sim.cc_totals.cnps_received += o.cc_totals.cnps_received;
-        sim.cc_totals.rate_cuts += o.cc_totals.rate_cuts;
-        sim.fault_totals.corrupted += o.fault_totals.corrupted;
-        sim.fault_totals.random_drops += o.fault_totals.random_drops;
-        sim.fault_totals.flap_drops += o.fault_totals.flap_drops;
-        sim.delivered_total += o.delivered_total;
-    }
-    sim.ports = ports;
-    sim.wires = wires;
-    sim.ingress = ingress;
-    sim.switches = switches;
-    sim.nics = nics;
-    sim.flows = flows;
-    sim.qps = qps;
-    sim.part = None;
-    let mut out = sim.finish(st, events, peak.max(0) as u32);
-    out.threads = plan.parts;
-    out.partition_events = per_part;
-    out
-}
+#[path = "parallel_merge.rs"]
+mod merge;
+use merge::merge;
 
 #[cfg(test)]
 mod tests {
@@ -953,8 +813,8 @@ mod tests {
         assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
         let cases = [
             (
-                "timeseries: { interval: 1us, ports: [host0->leaf0] }\n",
-                "time series",
+                "transport: { rc: { operation: send, recv_post_delay: 1us } }\n",
+                "receive-posting delay",
             ),
             ("transport: { rc: { operation: read } }\n", "READ"),
         ];

@@ -634,6 +634,9 @@ mod tests {
             ),
             Some(p.sender(cross))
         );
-        assert_eq!(p.owner(&Event::Sample, |_| (0, 0), |_| 0), None);
+        assert_eq!(
+            p.owner(&Event::CollWake { run: 0 }, |_| (0, 0), |_| 0),
+            None
+        );
     }
 }

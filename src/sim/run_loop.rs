@@ -23,6 +23,9 @@ pub(super) struct LoopState {
     /// The last time anything happened: timer events that find nothing to do (a
     /// queue pair that finished, a deadline that moved) do not extend the run.
     pub last: SimTime,
+    /// The time of the last event handled, whatever it did (time-series samples are
+    /// taken up to it: `sampler`).
+    pub popped: SimTime,
     // A model that keeps scheduling at `now` would never let time advance (a hang).
     // Every `LIVELOCK_CHECK` events the loop looks whether time moved since the last
     // look; after `LIVELOCK_EVENTS` events without it moving the run stops, and the
@@ -45,6 +48,7 @@ impl LoopState {
                 .min(TIME_HORIZON),
             stopped: false,
             last: SimTime::ZERO,
+            popped: SimTime::ZERO,
             instant: SimTime::MAX,
             still: 0,
             livelock: false,
@@ -71,11 +75,17 @@ impl Sim {
     pub(super) fn advance(&mut self, st: &mut LoopState, until: Option<SimTime>) -> bool {
         while let Some(t) = self.q.peek_time() {
             if t > st.limit {
+                self.sample_through(st.limit);
                 st.stopped = true;
                 return false;
             }
-            if until.is_some_and(|u| t >= u) {
+            if let Some(u) = until.filter(|&u| t >= u) {
+                self.sample_before(u);
                 return true;
+            }
+            // Time-series samples due by now see every event before them (`sampler`).
+            if t >= self.sampling.next {
+                self.sample_through(t);
             }
             if self.q.events_processed() & (LIVELOCK_CHECK - 1) == 0 {
                 if t == st.instant {
@@ -118,6 +128,7 @@ impl Sim {
                 }
             }
             let (now, ev) = self.q.pop().expect("peeked");
+            st.popped = now;
             if let Some(part) = self.part.as_deref() {
                 debug_assert_eq!(
                     part.plan.owner(
@@ -164,22 +175,6 @@ impl Sim {
                     self.ports[port as usize].handle_wake();
                     self.wake_port(now, port);
                     true
-                }
-                Event::Sample => {
-                    self.sample(now);
-                    // Sampling never keeps a finished run alive, nor extends it.
-                    let work_left = self.flows.iter().any(|f| f.outcome == Outcome::Pending)
-                        || self.colls.iter().any(|c| !c.is_done())
-                        || self.jobs.iter().any(|j| !j.run.is_done());
-                    if work_left && !self.q.is_empty() {
-                        let iv = self
-                            .sc
-                            .timeseries
-                            .as_ref()
-                            .map_or(SimDuration(1), |t| t.interval);
-                        self.q.schedule(now + iv, Sources::WORKLOAD, Event::Sample);
-                    }
-                    false
                 }
                 Event::Credit { port, blocks } => {
                     self.on_credit(now, port, blocks);
@@ -237,6 +232,11 @@ impl Sim {
                 }
             }
         }
+        // A split run's window: the samples due in it whether or not this partition
+        // had events then.
+        if let Some(u) = until {
+            self.sample_before(u);
+        }
         true
     }
 
@@ -249,6 +249,7 @@ impl Sim {
         peak_packets_in_flight: u32,
     ) -> RunOutput {
         self.compact_records();
+        self.cut_samples(st.popped, st.stopped);
         let end = if st.stopped { st.limit } else { st.last };
         // Cuts the live queue pairs made (their decrease checks up to the end).
         for qp in self.qps.iter_mut().filter(|q| !q.dead) {

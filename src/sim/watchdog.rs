@@ -71,8 +71,7 @@ pub fn moves_work(ev: &Event) -> bool {
         | Event::Pfc { .. }
         | Event::PfcRefresh { .. }
         | Event::PortWake { .. }
-        | Event::Credit { .. }
-        | Event::Sample => false,
+        | Event::Credit { .. } => false,
     }
 }
 

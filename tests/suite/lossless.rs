@@ -257,3 +257,53 @@ workload:
     let pfc = fct(&["flow_control.mode=pfc", "flow_control.vl_buffer=null"]) as f64;
     assert!(ib < 1.2 * pfc, "IB credits {ib} ps vs PFC {pfc} ps");
 }
+
+/// Time series (`sim/sampler.rs`): a sample at `t` shows the state after every event
+/// earlier than `t` and before any at `t`; samples come every interval from 0 and end
+/// with the first one after the last flow finished, or at the duration. One 100 KB flow
+/// from host 0 (starting at 0) to host 1, sampled every 1 us: the first sample shows
+/// nothing sent yet (the flow's first packet starts at 0, after it), the bytes sent and
+/// delivered only grow, and the last sample is the first interval boundary after the
+/// flow's completion; cut to 3 us, the samples are 0, 1, 2 and 3 us.
+#[test]
+fn time_series_samples_precede_their_instant_and_end_after_the_last_flow() {
+    let yaml = "topology: { leaves: 2, spines: 1, hosts_per_leaf: 1, \
+                host_link: { rate: 100Gbps, latency: 1us } }\n\
+                timeseries: { interval: 1us, ports: [host0->leaf0], flows: [0] }\n\
+                workload:\n  - flows: [ { src: 0, dst: 1, size: 100KB } ]\n";
+    let out = run(&scenario(yaml, &[]));
+    let times: Vec<u64> = out
+        .samples
+        .iter()
+        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
+        .map(|s| s.time.0)
+        .collect();
+    let us = 1_000_000;
+    assert_eq!(times[0], 0);
+    assert!(times.windows(2).all(|w| w[1] - w[0] == us), "{times:?}");
+    let finish = out.flows[0].finish.expect("the flow finishes").0;
+    assert_eq!(
+        *times.last().unwrap(),
+        (finish / us + 1) * us,
+        "finish {finish}"
+    );
+    let sent: Vec<f64> = out
+        .samples
+        .iter()
+        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
+        .map(|s| s.value)
+        .collect();
+    assert_eq!(sent[0], 0.0, "nothing has left at 0");
+    assert!(
+        sent[1] > 0.0 && sent.windows(2).all(|w| w[1] >= w[0]),
+        "{sent:?}"
+    );
+    let cut = run(&scenario(yaml, &["duration=3us"]));
+    let times: Vec<u64> = cut
+        .samples
+        .iter()
+        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
+        .map(|s| s.time.0)
+        .collect();
+    assert_eq!(times, [0, us, 2 * us, 3 * us]);
+}

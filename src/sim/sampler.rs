@@ -1,0 +1,198 @@
+//! Time series (`timeseries:`): the state of chosen ports and flows every `interval`.
+//!
+//! A sample at `t` shows the state after every event earlier than `t` and before any at
+//! `t`. Samples are not events: the event loop takes those due before it handles an
+//! event at or after their time (`Sim::sample_through`), so a split run's partitions
+//! each take them at the same times, for the objects they own, and the end of run puts
+//! them together (`merge`). They run from time 0 while the run has events left (up to
+//! its `duration` when that cut it short) and end with the first sample at which no
+//! workload flow, collective or training job is left unfinished (`Sim::cut_samples`):
+//! sampling never keeps a run alive nor extends it.
+//!
+//! Leaves out: samples between events finer than the interval (a queue that fills and
+//! drains within one interval is not seen).
+
+use super::{Metric, Sample, Sim, NO_QP};
+use crate::components::qp::Direction;
+use crate::transport::rc::Op;
+use crate::units::{SimDuration, SimTime};
+
+/// When the next sample is due, and the interval.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sampling {
+    /// The next sample's time; `SimTime::MAX` without a time series.
+    pub next: SimTime,
+    interval: SimDuration,
+    /// The first sample at which every collective and training job was done (a split
+    /// run has none: from the first).
+    runs_done_at: Option<SimTime>,
+}
+
+impl Sampling {
+    pub fn new(interval: Option<SimDuration>) -> Sampling {
+        Sampling {
+            next: if interval.is_some() {
+                SimTime::ZERO
+            } else {
+                SimTime::MAX
+            },
+            interval: interval.unwrap_or(SimDuration(1)).max(SimDuration(1)),
+            runs_done_at: None,
+        }
+    }
+}
+
+impl Sim {
+    /// Takes every sample due at or before `t` (the next event's time, or the end of a
+    /// run its duration cut short).
+    #[inline]
+    pub(super) fn sample_through(&mut self, t: SimTime) {
+        while self.sampling.next <= t {
+            let at = self.sampling.next;
+            self.sample(at);
+            self.sampling.next = at + self.sampling.interval;
+        }
+    }
+
+    /// Takes every sample due before `t` (the end of a split run's window).
+    pub(super) fn sample_before(&mut self, t: SimTime) {
+        if t > SimTime::ZERO {
+            self.sample_through(SimTime(t.0 - 1));
+        }
+    }
+
+    fn sample(&mut self, now: SimTime) {
+        let Some(ts) = &self.sc.timeseries else {
+            return;
+        };
+        if self.sampling.runs_done_at.is_none()
+            && self.colls.iter().all(|c| c.is_done())
+            && self.jobs.iter().all(|j| j.run.is_done())
+        {
+            self.sampling.runs_done_at = Some(now);
+        }
+        let part = self.part.as_deref();
+        let mut rows: Vec<(Metric, f64)> = Vec::with_capacity(3);
+        let mut obj = 0u32;
+        for &p in &ts.ports {
+            // Read only: a partition's copy of a port it does not own gives a value the
+            // end of run leaves out.
+            let port = &self.ports[p as usize];
+            rows.extend([
+                (Metric::QueueBytes, port.queued_bytes as f64),
+                (Metric::Paused, port.is_paused(now) as u8 as f64),
+                (Metric::TxBytes, port.tx_bytes as f64),
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
+            obj += 1;
+        }
+        let line = self.topo.host_link.rate.0 as f64;
+        let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
+        for &f in &ts.flows {
+            let flow = &self.flows[f as usize];
+            // The rate is the requester's (its congestion control moves on when read):
+            // only its partition reads it.
+            let mine = part.map_or(true, |p| p.plan.host(flow.def.src) == p.me);
+            let live_qp = flow.qp != NO_QP
+                && !self.qps[flow.qp as usize].dead
+                && self.qps[flow.qp as usize].gen == flow.qp_gen;
+            let rate = match flow.outcome {
+                _ if !mine => 0.0,
+                super::Outcome::Pending if live_qp => {
+                    let qp = &mut self.qps[flow.qp as usize];
+                    // The data direction: requester to responder, or back for a READ.
+                    let d = if read {
+                        Direction::Reverse
+                    } else {
+                        Direction::Forward
+                    };
+                    qp.rate_bps(now, d).unwrap_or(line)
+                }
+                super::Outcome::Pending if flow.def.start <= now => line,
+                _ => 0.0,
+            };
+            rows.extend([
+                (Metric::RateGbps, rate / 1e9),
+                (
+                    Metric::DeliveredBytes,
+                    self.flows[f as usize].delivered as f64,
+                ),
+            ]);
+            Self::push_samples(&mut self.samples, now, obj, &mut rows);
+            obj += 1;
+        }
+    }
+
+    fn push_samples(
+        out: &mut Vec<Sample>,
+        time: SimTime,
+        object: u32,
+        rows: &mut Vec<(Metric, f64)>,
+    ) {
+        out.extend(rows.drain(..).map(|(metric, value)| Sample {
+            time,
+            object,
+            metric,
+            value,
+        }));
+    }
+
+    /// At the end of the run: the samples past its last event (a split run's last
+    /// window takes them up to its end) go, unless its duration cut it short, and so do
+    /// those after the first at which nothing was left unfinished: every workload flow
+    /// completed or failed before it, and every collective and training job done.
+    pub(super) fn cut_samples(&mut self, last_event: SimTime, stopped: bool) {
+        if self.samples.is_empty() {
+            return;
+        }
+        let mut end = if stopped { SimTime::MAX } else { last_event };
+        // The workload's flows (a collective's or a job's transfers count with it).
+        let (mut resolved, mut any) = (Some(SimTime::ZERO), false);
+        for f in self.flows.iter().filter(|f| f.coll.is_none()) {
+            any = true;
+            let at = match f.outcome {
+                super::Outcome::Pending => None,
+                super::Outcome::Completed => f.finish,
+                super::Outcome::Failed(_) => f.failed_at,
+            };
+            resolved = match (resolved, at) {
+                (Some(r), Some(a)) => Some(r.max(a)),
+                _ => None,
+            };
+        }
+        if let (Some(flows), Some(runs)) = (resolved, self.sampling.runs_done_at) {
+            // The first sample after the last flow was done, or when the runs were.
+            let iv = self.sampling.interval.0;
+            let first_after = if any {
+                SimTime((flows.0 / iv + 1) * iv)
+            } else {
+                SimTime::ZERO
+            };
+            end = end.min(first_after.max(runs));
+        }
+        self.samples.retain(|s| s.time <= end);
+    }
+}
+
+/// A split run's samples put together: each partition took every sample at the same
+/// times, in the same order; each value comes from the partition `owner` names for its
+/// object and metric.
+pub(super) fn merge(
+    mut copies: Vec<Vec<Sample>>,
+    owner: impl Fn(u32, Metric) -> usize,
+) -> Vec<Sample> {
+    let len = copies.iter().map(Vec::len).min().unwrap_or(0);
+    debug_assert!(
+        copies.iter().all(|c| c.len() == len),
+        "every partition samples at the same times"
+    );
+    let mut out = std::mem::take(&mut copies[0]);
+    out.truncate(len);
+    for (i, s) in out.iter_mut().enumerate() {
+        let o = owner(s.object, s.metric);
+        if o != 0 {
+            s.value = copies[o][i].value;
+        }
+    }
+    out
+}
