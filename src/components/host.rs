@@ -186,7 +186,8 @@ impl NicStats {
     }
 }
 
-struct NicState {
+/// One NIC's pipeline state (opaque outside this module).
+pub struct NicState {
     posters: [Vec<Poster>; 4],
     reads_out: u32,
     read_wait: VecDeque<(FlowId, u8)>,

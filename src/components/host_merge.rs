@@ -1,34 +1,27 @@
 //! A split run's host pipelines put together (`sim::parallel`, issue 17). Each
 //! partition's copy of the pipeline is touched only for the NICs it owns: a NIC's
 //! posting contexts, DMA engines, interrupt moderation and counters come from its
-//! owner's copy; a message's sender-side stamps (up to `T_READY`, its doorbell batch,
-//! its posting mode, its open send completion) from its source's owner, and its
-//! receiver-side stamps (`T_DELIVERED` on) from the owner of the host its data lands at.
+//! owner's copy (`HostPipeline::nics_mut`, picked like every other component); a
+//! message's sender-side stamps (up to `T_READY`, its doorbell batch, its posting mode,
+//! its open send completion) from its source's owner, and its receiver-side stamps
+//! (`T_DELIVERED` on) from the owner of the host its data lands at.
 
-use super::{HostPipeline, T_DELIVERED};
+use super::{HostPipeline, NicState, T_DELIVERED};
 
 impl HostPipeline {
-    /// Puts `copies` (one per partition, in partition order) together; `owner(nic)` is
-    /// the partition that owns `nic`. The copies hold the same messages in the same
-    /// slots (a split run retires none: collectives run on one thread).
-    pub fn merge(mut copies: Vec<HostPipeline>, owner: impl Fn(u32) -> usize) -> HostPipeline {
-        let mut nics: Vec<_> = copies
-            .iter_mut()
-            .map(|c| std::mem::take(&mut c.nics).into_iter())
-            .collect();
-        let count = nics.first().map_or(0, |n| n.len());
-        let merged_nics = (0..count as u32)
-            .map(|nic| {
-                let mut mine = None;
-                for (k, copy) in nics.iter_mut().enumerate() {
-                    let n = copy.next().expect("every copy holds every NIC");
-                    if k == owner(nic) {
-                        mine = Some(n);
-                    }
-                }
-                mine.expect("a NIC's owner is a partition")
-            })
-            .collect();
+    /// Each NIC's state, to be taken from the partition that owns it.
+    pub fn nics_mut(&mut self) -> &mut Vec<NicState> {
+        &mut self.nics
+    }
+
+    /// Puts the messages of `copies` (one per partition, in partition order) together
+    /// into the first; `owner(nic)` is the partition that owns `nic`. The copies hold
+    /// the same messages in the same slots (a split run retires none: collectives run
+    /// on one thread).
+    pub fn merge_messages(
+        mut copies: Vec<HostPipeline>,
+        owner: impl Fn(u32) -> usize,
+    ) -> HostPipeline {
         let msgs = (0..copies[0].msgs.len())
             .map(|j| {
                 let m = copies[0].msgs[j].msg;
@@ -44,7 +37,6 @@ impl HostPipeline {
             })
             .collect();
         let mut p = copies.swap_remove(0);
-        p.nics = merged_nics;
         p.msgs = msgs;
         p
     }

@@ -88,7 +88,7 @@ pub(super) fn merge(
         .unwrap_or(SimTime::ZERO);
     let popped = parts
         .iter()
-        .map(|p| p.1.popped)
+        .map(|p| p.0.q.now())
         .max()
         .unwrap_or(SimTime::ZERO);
     let (mut sims, mut states): (Vec<Sim>, Vec<LoopState>) =
@@ -167,9 +167,25 @@ pub(super) fn merge(
             }
         }
     }
+    let host_nics = sims[0].hostm.is_some().then(|| {
+        pick(
+            &mut sims,
+            |s| {
+                s.hostm
+                    .as_mut()
+                    .expect("every copy has the host model")
+                    .nics_mut()
+            },
+            |h| plan.host(h as u32),
+        )
+    });
     let hosts: Option<Vec<_>> = sims.iter_mut().map(|s| s.hostm.take()).collect();
     let mut sim = sims.swap_remove(0);
-    sim.hostm = hosts.map(|h| HostPipeline::merge(h, |nic| plan.host(nic) as usize));
+    sim.hostm = hosts.map(|h| {
+        let mut p = HostPipeline::merge_messages(h, |nic| plan.host(nic) as usize);
+        *p.nics_mut() = host_nics.expect("picked with the pipelines");
+        p
+    });
     sim.rc_totals.merge(&responders);
     for o in &sims {
         sim.rc_totals.merge(&o.rc_totals);

@@ -23,8 +23,9 @@ pub(super) struct LoopState {
     /// The last time anything happened: timer events that find nothing to do (a
     /// queue pair that finished, a deadline that moved) do not extend the run.
     pub last: SimTime,
-    /// The time of the last event handled, whatever it did (time-series samples are
-    /// taken up to it: `sampler`).
+    /// A split run's: the time of the last event any partition handled, whatever it
+    /// did (time-series samples are taken up to it: `sampler`); one thread's is its
+    /// event queue's `now`.
     pub popped: SimTime,
     // A model that keeps scheduling at `now` would never let time advance (a hang).
     // Every `LIVELOCK_CHECK` events the loop looks whether time moved since the last
@@ -128,7 +129,6 @@ impl Sim {
                 }
             }
             let (now, ev) = self.q.pop().expect("peeked");
-            st.popped = now;
             if let Some(part) = self.part.as_deref() {
                 debug_assert_eq!(
                     part.plan.owner(
@@ -249,7 +249,7 @@ impl Sim {
         peak_packets_in_flight: u32,
     ) -> RunOutput {
         self.compact_records();
-        self.cut_samples(st.popped, st.stopped);
+        self.cut_samples(st.popped.max(self.q.now()), st.stopped);
         let end = if st.stopped { st.limit } else { st.last };
         // Cuts the live queue pairs made (their decrease checks up to the end).
         for qp in self.qps.iter_mut().filter(|q| !q.dead) {

@@ -271,13 +271,16 @@ fn time_series_samples_precede_their_instant_and_end_after_the_last_flow() {
                 host_link: { rate: 100Gbps, latency: 1us } }\n\
                 timeseries: { interval: 1us, ports: [host0->leaf0], flows: [0] }\n\
                 workload:\n  - flows: [ { src: 0, dst: 1, size: 100KB } ]\n";
+    // The host port's bytes sent: (time in ps, value) per sample.
+    let sent = |out: &doorbell::sim::RunOutput| -> Vec<(u64, f64)> {
+        out.samples
+            .iter()
+            .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
+            .map(|s| (s.time.0, s.value))
+            .collect()
+    };
     let out = run(&scenario(yaml, &[]));
-    let times: Vec<u64> = out
-        .samples
-        .iter()
-        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
-        .map(|s| s.time.0)
-        .collect();
+    let (times, sent_bytes): (Vec<u64>, Vec<f64>) = sent(&out).into_iter().unzip();
     let us = 1_000_000;
     assert_eq!(times[0], 0);
     assert!(times.windows(2).all(|w| w[1] - w[0] == us), "{times:?}");
@@ -287,23 +290,12 @@ fn time_series_samples_precede_their_instant_and_end_after_the_last_flow() {
         (finish / us + 1) * us,
         "finish {finish}"
     );
-    let sent: Vec<f64> = out
-        .samples
-        .iter()
-        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
-        .map(|s| s.value)
-        .collect();
-    assert_eq!(sent[0], 0.0, "nothing has left at 0");
+    assert_eq!(sent_bytes[0], 0.0, "nothing has left at 0");
     assert!(
-        sent[1] > 0.0 && sent.windows(2).all(|w| w[1] >= w[0]),
-        "{sent:?}"
+        sent_bytes[1] > 0.0 && sent_bytes.windows(2).all(|w| w[1] >= w[0]),
+        "{sent_bytes:?}"
     );
     let cut = run(&scenario(yaml, &["duration=3us"]));
-    let times: Vec<u64> = cut
-        .samples
-        .iter()
-        .filter(|s| s.metric == doorbell::sim::Metric::TxBytes)
-        .map(|s| s.time.0)
-        .collect();
+    let times: Vec<u64> = sent(&cut).into_iter().map(|(t, _)| t).collect();
     assert_eq!(times, [0, us, 2 * us, 3 * us]);
 }

@@ -115,6 +115,42 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
     [perfs.remove(0), perfs.remove(0)]
 }
 
+/// The small fabric the split tests share (4 leaves, 4 spines, 4 hosts each; a
+/// permutation, an incast into host 5 and Poisson web-search arrivals), written as
+/// `name.yaml`; `extra` goes after its workload's items (more items, then settings).
+fn small_fabric(name: &str, extra: &str) -> (PathBuf, PathBuf) {
+    scenario_file(
+        name,
+        &format!(
+            "name: {name}\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
+             host_link: {{ rate: 100Gbps, latency: 1us }}\n  \
+             fabric_link: {{ rate: 100Gbps, latency: 700ns }}\n\
+             switch: {{ latency: 300ns, buffer: 1MiB }}\npacket: {{ mtu: 1000B }}\nworkload:\n  \
+             - permutation: {{ size: 300KB }}\n  \
+             - incast: {{ senders: 6, receiver: 5, size: 200KB, start: 20us }}\n  \
+             - poisson: {{ load: 0.4, sizes: websearch, until: 150us }}\n{extra}"
+        ),
+    )
+}
+
+/// Each case of `scenario` is split (perf.json says 2, then 3) with the same bytes at 1,
+/// 2 and 3 threads. The incast (to host 5, on leaf 1) leaves the partitions less even
+/// than whole leaves and spines can make them: at 2 threads a host is placed apart from
+/// its leaf (its link crosses), so every case also checks what crosses a host link.
+fn each_splits_with_a_host_apart(scenario: &Path, cases: &[(&str, &[&str])]) {
+    for &(name, set) in cases {
+        let [two, three] = same_bytes_at_1_2_3(name, scenario, set);
+        assert_eq!(two, ["2"], "{name}");
+        assert_eq!(three, ["3"], "{name}");
+    }
+    let d = tmpdir("apart");
+    run(scenario, &[], 2, &d);
+    let perf: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("perf.json")).unwrap()).unwrap();
+    assert!(perf["hosts_apart_from_leaf"].as_u64() >= Some(1), "{perf}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
 /// A small fabric (4 leaves, 4 spines, 4 hosts each) in the transports and flow controls
 /// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), a run cut short
 /// by its duration, link faults (a flap, random drops, bit errors), RC with PFC and DCQCN
@@ -126,14 +162,7 @@ fn same_bytes_at_1_2_3(name: &str, scenario: &Path, set: &[&str]) -> [Vec<String
 /// host placed apart from its leaf.
 #[test]
 fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
-    let (dir, sc) = scenario_file(
-        "small",
-        "name: small\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
-         host_link: { rate: 100Gbps, latency: 1us }\n  fabric_link: { rate: 100Gbps, latency: 700ns }\n\
-         switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\nworkload:\n  \
-         - permutation: { size: 300KB }\n  - incast: { senders: 6, receiver: 5, size: 200KB, start: 20us }\n  \
-         - poisson: { load: 0.4, sizes: websearch, until: 150us }\n",
-    );
+    let (dir, sc) = small_fabric("small", "");
     const TS_5US: &str = "timeseries={interval: 5us, ports: [\"leaf0->spine1#0\", \
                           \"leaf1->host5\", \"host0->leaf0\"], flows: [0, 3, 15]}";
     let cases: [(&str, &[&str]); 16] = [
@@ -208,21 +237,7 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
             ],
         ),
     ];
-    for (name, set) in cases {
-        let [two, three] = same_bytes_at_1_2_3(name, &sc, set);
-        assert_eq!(two, ["2"], "{name}");
-        assert_eq!(three, ["3"], "{name}");
-    }
-    // The incast (to host 5, on leaf 1) leaves the partitions less even than whole
-    // leaves and spines can make them: at 2 threads a host is placed apart from its
-    // leaf (its link crosses), so every case above also checked packets, frames and
-    // credits crossing a host link.
-    let d = tmpdir("apart");
-    run(&sc, &[], 2, &d);
-    let perf: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("perf.json")).unwrap()).unwrap();
-    assert!(perf["hosts_apart_from_leaf"].as_u64() >= Some(1), "{perf}");
-    let _ = std::fs::remove_dir_all(d);
+    each_splits_with_a_host_apart(&sc, &cases);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -236,14 +251,9 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
 /// summaries, `complete.json` and `flows.csv` differ).
 #[test]
 fn host_pipelines_write_the_same_bytes_on_1_2_and_3_threads() {
-    let (dir, sc) = scenario_file(
+    let (dir, sc) = small_fabric(
         "hsmall",
-        "name: hsmall\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
-         host_link: { rate: 100Gbps, latency: 1us }\n  fabric_link: { rate: 100Gbps, latency: 700ns }\n\
-         switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\nworkload:\n  \
-         - permutation: { size: 300KB }\n  - incast: { senders: 6, receiver: 5, size: 200KB, start: 20us }\n  \
-         - poisson: { load: 0.4, sizes: websearch, until: 150us }\n  \
-         - ping_pong: { hosts: [0, 15], size: 8B, iterations: 50 }\n  \
+        "  - ping_pong: { hosts: [0, 15], size: 8B, iterations: 50 }\n  \
          - stream: { src: 2, dst: 9, size: 64B, count: 500 }\nhost: { memory: gpu }\n",
     );
     let cases: [(&str, &[&str]); 5] = [
@@ -262,17 +272,7 @@ fn host_pipelines_write_the_same_bytes_on_1_2_and_3_threads() {
         ("proxy", &["host={memory: gpu, posting: cpu_proxy}"]),
         ("gpu", &["host={memory: gpu, posting: gpu}"]),
     ];
-    for (name, set) in cases {
-        let [two, three] = same_bytes_at_1_2_3(name, &sc, set);
-        assert_eq!(two, ["2"], "{name}");
-        assert_eq!(three, ["3"], "{name}");
-    }
-    let d = tmpdir("host-apart");
-    run(&sc, &[], 2, &d);
-    let perf: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("perf.json")).unwrap()).unwrap();
-    assert!(perf["hosts_apart_from_leaf"].as_u64() >= Some(1), "{perf}");
-    let _ = std::fs::remove_dir_all(d);
+    each_splits_with_a_host_apart(&sc, &cases);
     let _ = std::fs::remove_dir_all(dir);
 }
 
