@@ -167,8 +167,8 @@ pub(super) fn merge(
             }
         }
     }
-    let host_nics = sims[0].hostm.is_some().then(|| {
-        pick(
+    let hostm = sims[0].hostm.is_some().then(|| {
+        let nics = pick(
             &mut sims,
             |s| {
                 s.hostm
@@ -177,15 +177,17 @@ pub(super) fn merge(
                     .nics_mut()
             },
             |h| plan.host(h as u32),
-        )
-    });
-    let hosts: Option<Vec<_>> = sims.iter_mut().map(|s| s.hostm.take()).collect();
-    let mut sim = sims.swap_remove(0);
-    sim.hostm = hosts.map(|h| {
-        let mut p = HostPipeline::merge_messages(h, |nic| plan.host(nic) as usize);
-        *p.nics_mut() = host_nics.expect("picked with the pipelines");
+        );
+        let copies = sims
+            .iter_mut()
+            .map(|s| s.hostm.take().expect("taken once"))
+            .collect();
+        let mut p = HostPipeline::merge_messages(copies, |nic| plan.host(nic) as usize);
+        *p.nics_mut() = nics;
         p
     });
+    let mut sim = sims.swap_remove(0);
+    sim.hostm = hostm;
     sim.rc_totals.merge(&responders);
     for o in &sims {
         sim.rc_totals.merge(&o.rc_totals);

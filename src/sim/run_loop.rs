@@ -80,9 +80,8 @@ impl Sim {
                 st.stopped = true;
                 return false;
             }
-            if let Some(u) = until.filter(|&u| t >= u) {
-                self.sample_before(u);
-                return true;
+            if until.is_some_and(|u| t >= u) {
+                break;
             }
             // Time-series samples due by now see every event before them (`sampler`).
             if t >= self.sampling.next {
@@ -232,8 +231,8 @@ impl Sim {
                 }
             }
         }
-        // A split run's window: the samples due in it whether or not this partition
-        // had events then.
+        // A split run's window ends: the samples due in it, whether or not this
+        // partition had events then.
         if let Some(u) = until {
             self.sample_before(u);
         }

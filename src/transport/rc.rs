@@ -29,6 +29,10 @@ mod reorder;
 mod responder;
 
 pub use reorder::{Placed, ReorderBuffer};
+pub use responder::{Responder, ResponderAction, ResponderStats};
+
+use crate::units::{SimDuration, SimTime};
+use std::collections::VecDeque;
 
 /// The smaller of two optional values, or the one that is there.
 #[inline]
@@ -38,10 +42,6 @@ pub fn least<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
         (a, b) => a.or(b),
     }
 }
-pub use responder::{Responder, ResponderAction, ResponderStats};
-
-use crate::units::{SimDuration, SimTime};
-use std::collections::VecDeque;
 
 /// PSNs are 24 bits (IBTA 9.7.1).
 pub const PSN_MASK: u32 = 0x00FF_FFFF;
