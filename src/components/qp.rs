@@ -69,8 +69,14 @@ pub struct QueuePair {
     /// Whether the requester (and the READ responder) is in its host's job list.
     pub req_listed: bool,
     pub read_listed: bool,
-    /// Finished; the slot is reused once no host lists it.
+    /// The requester finished and retired the queue pair (its counters are taken).
     pub dead: bool,
+    /// Once `dead`: the responder still answers what reaches it before this time (a
+    /// late duplicate is ACKed again, IBTA vol. 1 §9.7.5.1.2), one path latency after
+    /// the requester retired, when the requester's disconnect reaches it (RDMA CM's
+    /// DREQ); the slot is reused after it, once no host lists the queue pair.
+    /// `SimTime::MAX` while the requester is live.
+    responder_until: SimTime,
     /// Bumped each time the slot is reused.
     pub gen: u32,
     /// Time of the pending requester timer event, if any.
@@ -135,6 +141,7 @@ impl QueuePair {
             req_listed: false,
             read_listed: false,
             dead: false,
+            responder_until: SimTime::MAX,
             gen: 0,
             timer_at: None,
             hole_timer_at: None,
@@ -263,6 +270,24 @@ impl QueuePair {
         let cc = &mut self.cc[d as usize];
         cc.handle_timeout(now);
         cc.rate_bps()
+    }
+
+    /// The requester retired the queue pair; its responder answers what arrives before
+    /// `responder_until` (a split run's responder copy learns it at a barrier).
+    pub fn retire(&mut self, responder_until: SimTime) {
+        self.dead = true;
+        self.responder_until = responder_until;
+    }
+
+    /// When the responder stops answering (`SimTime::MAX` while the requester is live).
+    pub fn responder_until(&self) -> SimTime {
+        self.responder_until
+    }
+
+    /// Whether the responder takes a request arriving at `now`.
+    #[inline]
+    pub fn responder_answers(&self, now: SimTime) -> bool {
+        now < self.responder_until
     }
 
     /// The requester's deadline moved: returns the time of a timer event to schedule,

@@ -55,6 +55,8 @@ mod prefetch;
 pub mod retire;
 mod run_loop;
 mod sampler;
+#[cfg(test)]
+mod teardown_tests;
 mod training_glue;
 mod transport;
 pub mod watchdog;
@@ -407,6 +409,9 @@ pub struct Sim {
     rc: Option<RcConfig>,
     qps: Vec<Qp>,
     free_qps: Vec<u32>,
+    /// Retired queue pairs no host lists, by when their responder stops answering
+    /// (`QueuePair::responder_until`): their slots are free from then.
+    closing_qps: std::collections::BinaryHeap<std::cmp::Reverse<(SimTime, u32)>>,
     /// Open queue pair per (requester host, responder host) when connections are shared.
     /// Keyed by (requester, responder, connection): connection 0 for ordinary flows,
     /// 1 + channel for a collective's.
@@ -658,6 +663,7 @@ impl Sim {
             rc,
             qps: Vec::new(),
             free_qps: Vec::new(),
+            closing_qps: Default::default(),
             pairs: IdMap::default(),
             qp_turn: IdMap::default(),
             parts_left: IdMap::default(),

@@ -51,7 +51,10 @@
 //! events, its receive completion its receiver's, and the end of run takes each side
 //! from its owner (`HostPipeline::merge`). A flow that waits on another (a ping-pong's
 //! reply) is started where that one lands, and leaves from there. Out-of-order RC's
-//! hole timer is the responder's own event (`Event::HoleTimer`), on its host. A time
+//! hole timer is the responder's own event (`Event::HoleTimer`), on its host. A
+//! retired queue pair's responder answers late duplicates for one path latency more
+//! (`QueuePair::responder_until`), never less than the lookahead, so its partition
+//! hears of the retirement (`Msg::QpClosed`) before it can matter. A time
 //! series is taken by each partition for what it owns and put together at the end
 //! (`sampler`).
 //!
@@ -60,9 +63,9 @@
 //! collectives and training, a flow that waits on one landing at another
 //! host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
-//! partition, or in which a straggler reaches a queue pair in the window its requester
-//! retired it (`Msg::QpClosed`), is run again on one thread, so that what it reports is
-//! the one-thread run's.
+//! partition, or in which a switch port's credit wake-ups cannot be made one thread's
+//! (`reconcile_credits`), is run again on one thread, so that what it reports is the
+//! one-thread run's.
 
 use super::idmap::IdMap;
 use super::partition::Plan;
@@ -109,9 +112,10 @@ pub(super) enum Msg {
     QpOpen { slot: u32, open: QpOpen },
     /// `flow` goes over queue pair `slot`.
     FlowQp { flow: FlowId, slot: u32 },
-    /// Queue pair `slot` retired at the event with key `key`: later packets for it are
-    /// stragglers.
-    QpClosed { slot: u32, key: u128 },
+    /// Queue pair `slot`'s requester retired it: its responder answers what reaches it
+    /// before `until` (one path latency later, so never within the window it retired
+    /// in: every path between partitions crosses a link of the lookahead or longer).
+    QpClosed { slot: u32, until: SimTime },
 }
 
 impl Msg {
@@ -149,13 +153,11 @@ pub(super) struct Part {
     /// rose within it.
     pub pool_log: PoolLog,
     /// The responder copies of other partitions' queue pairs: their slot here by
-    /// (partition, slot there); per slot here, whether it is such a copy and the key of
-    /// the last event that gave its responder a packet.
+    /// (partition, slot there); per slot here, whether it is such a copy.
     mirrors: IdMap<(u16, u32), u32>,
     mirror: Vec<bool>,
-    touched: Vec<u128>,
-    /// A packet reached a queue pair after its requester had retired it, in a window
-    /// where this partition could not know: the run goes again on one thread.
+    /// A switch port's credit wake-ups could not be made those of one thread
+    /// (`reconcile_credits`): the run goes again on one thread.
     pub diverged: bool,
     /// IB: the switch ports here whose credits come back from another partition; for
     /// each touched in this window, its credit state before the window, and what each
@@ -277,7 +279,6 @@ impl Sim {
             pool_log: PoolLog::default(),
             mirrors: IdMap::default(),
             mirror: Vec::new(),
-            touched: Vec::new(),
             diverged: false,
             credit_cross,
             credit_start: IdMap::default(),
@@ -338,18 +339,8 @@ impl Sim {
         };
         let to = part.plan.host(self.qps[slot as usize].dst);
         if to != part.me {
-            let key = self.q.current_key();
-            part.outbox[to as usize].push(Msg::QpClosed { slot, key });
-        }
-    }
-
-    /// The responder of queue pair `slot` takes a packet now.
-    #[inline]
-    pub(super) fn touch_responder(&mut self, slot: u32) {
-        if let Some(part) = self.part.as_deref_mut() {
-            if let Some(t) = part.touched.get_mut(slot as usize) {
-                *t = self.q.current_key();
-            }
+            let until = self.qps[slot as usize].responder_until();
+            part.outbox[to as usize].push(Msg::QpClosed { slot, until });
         }
     }
 
@@ -484,19 +475,16 @@ impl Sim {
                     let part = self.part.as_deref_mut().expect("a partition");
                     match part.mirrors.get(&(from, slot)) {
                         Some(&local) => {
-                            let old = &self.qps[local as usize];
+                            let old = std::mem::replace(&mut self.qps[local as usize], qp);
                             debug_assert!(old.dead, "a slot reused before it retired");
-                            let gen = old.gen.wrapping_add(1);
-                            self.qps[local as usize] = qp;
-                            self.qps[local as usize].gen = gen;
-                            part.touched[local as usize] = 0;
+                            self.rc_totals.add_responder(&old.resp.stats);
+                            self.qps[local as usize].gen = old.gen.wrapping_add(1);
                         }
                         None => {
                             let local = self.qps.len() as u32;
                             self.qps.push(qp);
                             part.mirrors.insert((from, slot), local);
                             part.mirror.resize(self.qps.len(), false);
-                            part.touched.resize(self.qps.len(), 0);
                             part.mirror[local as usize] = true;
                         }
                     }
@@ -508,16 +496,14 @@ impl Sim {
                     f.qp = local;
                     f.qp_gen = self.qps[local as usize].gen;
                 }
-                Msg::QpClosed { slot, key } => {
-                    let part = self.part.as_deref_mut().expect("a partition");
+                Msg::QpClosed { slot, until } => {
+                    let part = self.part.as_deref().expect("a partition");
+                    debug_assert!(
+                        until >= part.window_end,
+                        "a responder stops answering within the window its requester retired in"
+                    );
                     let local = part.mirrors[&(from, slot)] as usize;
-                    if part.touched[local] > key {
-                        part.diverged = true;
-                    }
-                    let qp = &mut self.qps[local];
-                    self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
-                    self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
-                    qp.dead = true;
+                    self.qps[local].retire(until);
                 }
                 Msg::Packet {
                     port,
@@ -555,9 +541,8 @@ fn next_time(q: &EventQueue) -> u64 {
     q.peek_time().map_or(u64::MAX, |t| t.0)
 }
 
-/// Why a split run went again on one thread: see `Msg::QpClosed`.
-const DIVERGED: &str =
-    "a packet reached a queue pair in the same window as its requester retired it";
+/// Why a split run went again on one thread: see `reconcile_credits`.
+const DIVERGED: &str = "a switch port's credit wake-ups differed from one thread's";
 
 /// The barrier's shared state. The partitions meet once a window; what each leaves for
 /// the others before a meeting is read after it, while a partition may already be
@@ -715,7 +700,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         sim.reconcile_credits();
                         // The run ends at this meeting (every partition reads the same
                         // `t`) only now, with the last window's logs merged and its mail
-                        // taken, so that a straggler in it is still found.
+                        // taken, so that a credit wake-up it got wrong is still found.
                         let ends = t == u64::MAX || t > limit.0;
                         if sim.part.as_deref().is_some_and(|p| p.diverged) {
                             if ends {

@@ -153,7 +153,7 @@ pub(super) fn merge(
         flows.push(f);
     }
     // Queue pairs: each requester's own, from its partition; the responder copies give
-    // the responders' counters (those retired were counted as they retired).
+    // the responders' counters (those of a slot reused were counted then).
     let mut qps = Vec::new();
     let mut responders = RcTotals::default();
     for sim in sims.iter_mut() {
@@ -161,9 +161,8 @@ pub(super) fn merge(
         for (i, qp) in std::mem::take(&mut sim.qps).into_iter().enumerate() {
             if !part.mirror.get(i).copied().unwrap_or(false) {
                 qps.push(qp);
-            } else if !qp.dead {
-                responders.duplicate_packets += qp.resp.stats.duplicates;
-                responders.acks_sent += qp.resp.stats.acks_sent;
+            } else {
+                responders.add_responder(&qp.resp.stats);
             }
         }
     }

@@ -255,11 +255,14 @@ impl Sim {
             self.cc_totals.rate_cuts += qp.rate_cuts(end);
         }
         let rc = self.rc.as_ref().map(|_| {
+            // A retired queue pair's requester was counted as it retired, its
+            // responder only when its slot is reused.
             let mut t = self.rc_totals;
-            for qp in self.qps.iter().filter(|q| !q.dead) {
-                t.add(&qp.req.stats);
-                t.duplicate_packets += qp.resp.stats.duplicates;
-                t.acks_sent += qp.resp.stats.acks_sent;
+            for qp in &self.qps {
+                if !qp.dead {
+                    t.add(&qp.req.stats);
+                }
+                t.add_responder(&qp.resp.stats);
             }
             t
         });

@@ -124,18 +124,7 @@ impl Sim {
                     posted_now,
                 };
                 let qp = self.open_queue_pair(params, &open);
-                let slot = match self.free_qps.pop() {
-                    Some(s) => {
-                        let gen = self.qps[s as usize].gen.wrapping_add(1);
-                        self.qps[s as usize] = qp;
-                        self.qps[s as usize].gen = gen;
-                        s
-                    }
-                    None => {
-                        self.qps.push(qp);
-                        (self.qps.len() - 1) as u32
-                    }
-                };
+                let slot = self.place_queue_pair(now, qp);
                 self.flows[flow as usize].qp = slot;
                 self.flows[flow as usize].qp_gen = self.qps[slot as usize].gen;
                 self.tell_responder(flow, slot, Some(open));
@@ -160,6 +149,37 @@ impl Sim {
         }
         self.nics[src as usize].activate(job);
         self.kick(now, src);
+    }
+
+    /// Puts a new queue pair in a slot whose responder has stopped answering (its
+    /// counters taken first), else in a new one.
+    pub(super) fn place_queue_pair(&mut self, now: SimTime, qp: Qp) -> u32 {
+        while let Some(&std::cmp::Reverse((until, slot))) = self.closing_qps.peek() {
+            if until > now {
+                break;
+            }
+            self.closing_qps.pop();
+            self.free_qps.push(slot);
+        }
+        match self.free_qps.pop() {
+            Some(s) => {
+                let old = std::mem::replace(&mut self.qps[s as usize], qp);
+                self.rc_totals.add_responder(&old.resp.stats);
+                self.qps[s as usize].gen = old.gen.wrapping_add(1);
+                s
+            }
+            None => {
+                self.qps.push(qp);
+                (self.qps.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Retired queue pair `slot` is no longer listed by its host: its slot is free once
+    /// its responder stops answering.
+    pub(super) fn release_queue_pair(&mut self, slot: u32) {
+        let until = self.qps[slot as usize].responder_until();
+        self.closing_qps.push(std::cmp::Reverse((until, slot)));
     }
 
     /// A queue pair as `open` describes it, both halves fresh.
@@ -270,7 +290,7 @@ impl Sim {
                     qp.read_listed = false;
                 }
                 if !qp.req_listed && !qp.read_listed {
-                    self.free_qps.push(job >> 1);
+                    self.release_queue_pair(job >> 1);
                 }
                 None
             } else {
@@ -484,12 +504,9 @@ impl Sim {
     /// due, and it is kept pending while a hole is left. Returns whether it was due.
     pub(super) fn on_hole_timer(&mut self, now: SimTime, slot: u32) -> bool {
         let qp = &mut self.qps[slot as usize];
-        if !qp.take_hole_timer(now) || qp.dead {
-            return false; // superseded, or the queue pair finished
+        if !qp.take_hole_timer(now) || !qp.responder_answers(now) {
+            return false; // superseded, or the responder stopped answering
         }
-        // The responder acts (in a split run, a requester that retired the queue pair
-        // in this window sends the run to one thread, as a packet would).
-        self.touch_responder(slot);
         let due = self.qps[slot as usize]
             .resp
             .next_timeout()
@@ -563,17 +580,17 @@ impl Sim {
         let qp = &mut self.qps[slot as usize];
         // A collective's connections stay open (as NCCL's do) for its next transfers.
         if qp.is_idle() && qp.conn == 0 {
-            // Done: keep its counters and retire the queue pair.
+            // Done: keep the requester's counters and retire the queue pair. Its
+            // responder answers until the disconnect reaches it, and its counters are
+            // taken when the slot is reused (or at the end).
             self.cc_totals.rate_cuts += qp.rate_cuts(now);
             self.rc_totals.add(&qp.req.stats);
-            self.rc_totals.duplicate_packets += qp.resp.stats.duplicates;
-            self.rc_totals.acks_sent += qp.resp.stats.acks_sent;
             if self.pairs.get(&(qp.src, qp.dst, qp.conn)) == Some(&slot) {
                 self.pairs.remove(&(qp.src, qp.dst, qp.conn));
             }
-            qp.dead = true;
+            qp.retire(now + self.topo.path_latency(qp.src, qp.dst));
             if !qp.req_listed && !qp.read_listed {
-                self.free_qps.push(slot);
+                self.release_queue_pair(slot);
             }
             self.tell_responder_closed(slot);
             return;
@@ -626,11 +643,16 @@ impl Sim {
             let f = &self.flows[p.flow as usize];
             (f.qp, f.qp_gen)
         };
-        if slot == NO_QP || self.qps[slot as usize].dead || self.qps[slot as usize].gen != gen {
+        let request = matches!(p.kind, PktKind::Data | PktKind::ReadRequest);
+        if slot == NO_QP
+            || self.qps[slot as usize].gen != gen
+            || (self.qps[slot as usize].dead
+                && !(request && self.qps[slot as usize].responder_answers(now)))
+        {
             // A straggler for a finished queue pair (a retransmission that crossed the
-            // final ACK): nothing to do.
-            self.rc_totals.duplicate_packets +=
-                matches!(p.kind, PktKind::Data | PktKind::ReadRequest) as u64;
+            // final ACK, after its responder stopped answering; or an answer to a
+            // requester that retired): nothing to do.
+            self.rc_totals.duplicate_packets += request as u64;
             return;
         }
         match p.kind {
@@ -743,7 +765,6 @@ impl Sim {
         if p.flags & FLAG_ECN != 0 {
             self.notify(now, slot, p, false);
         }
-        self.touch_responder(slot);
         let qp = &mut self.qps[slot as usize];
         let a = qp.resp.handle_request(now, &req);
         if qp.resp.next_timeout().is_some() {
@@ -879,5 +900,10 @@ impl RcTotals {
         self.seq_naks += s.seq_naks;
         self.rnr_naks += s.rnr_naks;
         self.duplicate_packets += s.duplicate_read_responses;
+    }
+
+    pub(super) fn add_responder(&mut self, s: &crate::transport::rc::ResponderStats) {
+        self.duplicate_packets += s.duplicates;
+        self.acks_sent += s.acks_sent;
     }
 }

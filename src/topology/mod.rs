@@ -348,6 +348,18 @@ impl Topology {
         }
     }
 
+    /// The sum of the link latencies from `src` to `dst`: how long after it leaves a
+    /// message's first bit reaches the far host, queues, switches and serialization
+    /// left out (the same on every path: all fabric links are alike).
+    pub fn path_latency(&self, src: u32, dst: u32) -> SimDuration {
+        let host = self.host_link.latency + self.host_link.latency;
+        if self.switch_hops(src, dst) == 1 {
+            host
+        } else {
+            host + self.fabric_link.latency + self.fabric_link.latency
+        }
+    }
+
     /// The links a packet from `src` to `dst` crosses, in order.
     pub fn path_links(&self, src: u32, dst: u32) -> Vec<LinkParams> {
         if self.switch_hops(src, dst) == 1 {
@@ -411,6 +423,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn path_latency_sums_the_paths_links() {
+        let mut t = topo();
+        t.fabric_link.latency = SimDuration::from_ns(700);
+        for src in 0..t.hosts() {
+            for dst in 0..t.hosts() {
+                let sum = t.path_links(src, dst).iter().map(|l| l.latency.0).sum();
+                assert_eq!(t.path_latency(src, dst), SimDuration(sum));
+            }
+        }
+        // Under one leaf two host links, across the spines two fabric links more.
+        assert_eq!(t.path_latency(0, 1), SimDuration::from_ns(200));
+        assert_eq!(t.path_latency(0, 4), SimDuration::from_ns(1600));
     }
 
     #[test]
