@@ -193,6 +193,19 @@ fn main() -> ExitCode {
             }
         }
     }
+    // How much work a split run must find per window to stay split (`run --threads`;
+    // 0: always split).
+    if let Ok(v) = std::env::var("DOORBELL_SPLIT_MIN_EVENTS") {
+        match v.trim().parse::<u64>() {
+            Ok(n) => doorbell::sim::set_min_events_per_window(n),
+            _ => {
+                eprintln!(
+                    "error: DOORBELL_SPLIT_MIN_EVENTS: expected a whole number of events (0 or more), found `{v}`"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     match cli.cmd {
         Cmd::Validate { scenario, set } => cli_validate::validate_cmd(&scenario, set),
         Cmd::Trace { scenario, set, out } => cli_validate::trace_cmd(&scenario, set, &out),

@@ -461,6 +461,9 @@ pub struct PerfReport {
     /// Events each partition handled, when split (`Plan::balanced` aims to even them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partition_events: Vec<u64>,
+    /// Windows a split run advanced in (each ended by a meeting of its partitions).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub windows: u64,
     /// Hosts placed apart from their leaf to even the partitions out, when split.
     #[serde(skip_serializing_if = "is_zero")]
     pub hosts_apart_from_leaf: u64,
@@ -492,6 +495,7 @@ impl PerfReport {
             transfers_retired: out.retired.count,
             threads: out.threads,
             partition_events: out.partition_events.clone(),
+            windows: out.windows,
             hosts_apart_from_leaf: out.hosts_apart as u64,
             one_thread_because: out.one_thread_because,
         }

@@ -331,6 +331,9 @@ pub struct RunOutput {
     /// Events each partition handled, when split (goes to perf.json: how evenly the
     /// threads were loaded).
     pub partition_events: Vec<u64>,
+    /// Windows a split run advanced in, each ended by a meeting of its partitions (goes
+    /// to perf.json: events per window is the work each meeting pays for).
+    pub windows: u64,
     /// Hosts a split run placed apart from their leaf to even the partitions out
     /// (`Plan::balanced`; goes to perf.json).
     pub hosts_apart: u32,
@@ -759,4 +762,7 @@ pub fn run_split(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static st
     parallel::run(sc, threads)
 }
 
-pub use parallel::{plan_threads, threads_per_run};
+pub use parallel::{
+    plan_threads, set_min_events_per_window, threads_per_run, MIN_EVENTS_PER_WINDOW,
+    WORK_CHECK_WINDOWS,
+};

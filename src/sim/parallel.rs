@@ -65,7 +65,8 @@
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a switch port's credit wake-ups cannot be made one thread's
 //! (`reconcile_credits`), is run again on one thread, so that what it reports is the
-//! one-thread run's.
+//! one-thread run's; so is one whose windows hold too little work to pay for the
+//! meetings ([`MIN_EVENTS_PER_WINDOW`]), after its first windows.
 
 use super::idmap::IdMap;
 use super::partition::Plan;
@@ -541,6 +542,33 @@ fn next_time(q: &EventQueue) -> u64 {
     q.peek_time().map_or(u64::MAX, |t| t.0)
 }
 
+/// A split run pays for a meeting of its partitions each window (about 2.7 us on the
+/// 2-core VM of stop 47, waiting and handing over included): one whose partitions
+/// together handle fewer events a window than this, over its first
+/// [`WORK_CHECK_WINDOWS`] windows, goes on on one thread. Measured on the shipped
+/// scenarios at 2 threads against one (stop 47, one run each): 6-11 events a window
+/// took 3.7-5.9x the one-thread time (`guide-doorbell`'s sets, windows of its 100 ns
+/// links), 38-64 took 1.0-5.4x (`incast`, `incast-dcqcn`), 84 took 0.81x
+/// (`one-vs-two-hops`), 271 and more 0.47-0.69x. `DOORBELL_SPLIT_MIN_EVENTS` sets it
+/// (0: always split).
+pub const MIN_EVENTS_PER_WINDOW: u64 = 64;
+
+/// The windows over which a split run's work is weighed against
+/// [`MIN_EVENTS_PER_WINDOW`]: what a split that does not pay wastes at most.
+pub const WORK_CHECK_WINDOWS: u64 = 1024;
+
+static MIN_EVENTS: AtomicU64 = AtomicU64::new(MIN_EVENTS_PER_WINDOW);
+
+/// Every later split run in this process goes on on one thread when its partitions
+/// handle fewer than `n` events a window over its first windows (0: never).
+pub fn set_min_events_per_window(n: u64) {
+    MIN_EVENTS.store(n, Ordering::Relaxed);
+}
+
+/// Why a split run went on on one thread: see [`MIN_EVENTS_PER_WINDOW`].
+const TOO_LITTLE_WORK: &str = "too few events per window to pay for the partitions' meetings \
+     (fewer than DOORBELL_SPLIT_MIN_EVENTS, default 64, a window over the first 1,024 windows)";
+
 /// Why a split run went again on one thread: see `reconcile_credits`.
 const DIVERGED: &str = "a switch port's credit wake-ups differed from one thread's";
 
@@ -560,6 +588,8 @@ struct Shared {
     next: [Vec<AtomicU64>; 2],
     /// `halt[parity][i]`: partition `i` stops at this meeting (the reason is in `why`).
     halt: [Vec<AtomicBool>; 2],
+    /// `work[parity][i]`: the events partition `i` handled before the meeting.
+    work: [Vec<AtomicU64>; 2],
     /// `logs[parity][i]`: partition `i`'s pool log of the window before the meeting.
     logs: [Vec<Mutex<PoolLog>>; 2],
     /// Each partition's events handled so far (for the progress line).
@@ -624,6 +654,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
         }),
         next: std::array::from_fn(|_| (0..n).map(|_| AtomicU64::new(u64::MAX)).collect()),
         halt: std::array::from_fn(|_| (0..n).map(|_| AtomicBool::new(false)).collect()),
+        work: std::array::from_fn(|_| (0..n).map(|_| AtomicU64::new(0)).collect()),
         logs: std::array::from_fn(|_| (0..n).map(|_| Mutex::new(PoolLog::default())).collect()),
         events: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
@@ -633,10 +664,14 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     let wall = std::time::Instant::now();
     let lookahead = plan.lookahead;
     let limit = LoopState::new(sc.duration).limit;
+    let min_work = MIN_EVENTS
+        .load(Ordering::Relaxed)
+        .saturating_mul(WORK_CHECK_WINDOWS);
+    let windows = AtomicU64::new(0);
     let finished: Vec<(Sim, LoopState, bool)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..parts)
             .map(|me| {
-                let (shared, plan, flight) = (&shared, plan.clone(), &flight);
+                let (shared, plan, flight, windows) = (&shared, plan.clone(), &flight, &windows);
                 s.spawn(move || {
                     // A partition that panics breaks the barrier, so that the others
                     // leave instead of waiting for it; the panic then reaches the caller.
@@ -652,6 +687,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         let b = meeting % 2;
                         shared.next[b][m].store(next, Ordering::SeqCst);
                         shared.halt[b][m].store(halt.is_some(), Ordering::SeqCst);
+                        shared.work[b][m].store(sim.q.events_processed(), Ordering::SeqCst);
                         if let Some(why) = halt {
                             shared.stop(why);
                         }
@@ -662,6 +698,18 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         // Every partition reads the same slots, so all stop at the same
                         // meeting, or none does.
                         if shared.halt[b].iter().any(|h| h.load(Ordering::SeqCst)) {
+                            break false;
+                        }
+                        // After the first windows (one meeting precedes the first), every
+                        // partition weighs the same counts: all go on, or none.
+                        if meeting as u64 == WORK_CHECK_WINDOWS + 1
+                            && shared.work[b]
+                                .iter()
+                                .map(|w| w.load(Ordering::SeqCst))
+                                .sum::<u64>()
+                                < min_work
+                        {
+                            shared.stop(TOO_LITTLE_WORK);
                             break false;
                         }
                         let t = shared.next[b]
@@ -720,6 +768,9 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         }
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
                         sim.advance(&mut st, Some(end));
+                        if me == 0 {
+                            windows.fetch_add(1, Ordering::Relaxed);
+                        }
                         sim.part.as_deref_mut().expect("a partition").window_end = end;
                         sim.copy_handed();
                         // The earliest event after the window, with those its mail makes
@@ -769,6 +820,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     let peak = lock(&flight).peak;
     let mut out = merge(finished, &plan, wall, peak);
     out.hosts_apart = plan.hosts_apart;
+    out.windows = windows.into_inner();
     Ok(out)
 }
 

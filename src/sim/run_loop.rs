@@ -304,6 +304,7 @@ impl Sim {
             wall_seconds: st.wall.elapsed().as_secs_f64(),
             threads: 1,
             partition_events: Vec::new(),
+            windows: 0,
             hosts_apart: 0,
             one_thread_because: None,
             host: self.hostm.map(HostPipeline::into_output),
