@@ -69,7 +69,8 @@ pub struct QueuePair {
     /// Whether the requester (and the READ responder) is in its host's job list.
     pub req_listed: bool,
     pub read_listed: bool,
-    /// The requester finished and retired the queue pair (its counters are taken).
+    /// The requester finished and retired the queue pair (the requester's counters are
+    /// taken then, the responder's when the slot is reused).
     pub dead: bool,
     /// Once `dead`: the responder still answers what reaches it before this time (a
     /// late duplicate is ACKed again, IBTA vol. 1 §9.7.5.1.2), one path latency after

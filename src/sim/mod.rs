@@ -154,8 +154,8 @@ pub struct FlowState {
     /// FCT on an empty fabric.
     pub ideal: SimDuration,
     /// Queue pair slot (RC only), and the slot's generation when the flow joined it: a
-    /// slot is reused once its queue pair retires, and a late packet of an old flow must
-    /// not reach the new queue pair.
+    /// slot is reused once its queue pair retired and its responder stopped answering,
+    /// and a late packet of an old flow must not reach the new queue pair.
     qp: u32,
     qp_gen: u32,
     /// Connection key (0, or 1 + channel for a collective's transfer).
@@ -744,7 +744,7 @@ pub fn set_threads(n: usize) {
 pub fn run(sc: &Scenario) -> RunOutput {
     let threads = THREADS.load(std::sync::atomic::Ordering::Relaxed);
     if threads > 1 {
-        match parallel::run(sc, threads) {
+        match parallel::run(sc, threads, parallel::min_events_per_window()) {
             Ok(out) => return out,
             Err(why) => {
                 let mut out = Sim::new(sc).run();
@@ -757,9 +757,10 @@ pub fn run(sc: &Scenario) -> RunOutput {
 }
 
 /// Builds and runs a scenario split over `threads` partitions, if it can be
-/// (`parallel::plan_threads`); why not otherwise.
+/// (`parallel::plan_threads`), however little work its windows hold (tests and
+/// benchmarks ask for the split itself); why not otherwise.
 pub fn run_split(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
-    parallel::run(sc, threads)
+    parallel::run(sc, threads, 0)
 }
 
 pub use parallel::{

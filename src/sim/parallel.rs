@@ -157,9 +157,9 @@ pub(super) struct Part {
     /// (partition, slot there); per slot here, whether it is such a copy.
     mirrors: IdMap<(u16, u32), u32>,
     mirror: Vec<bool>,
-    /// A switch port's credit wake-ups could not be made those of one thread
-    /// (`reconcile_credits`): the run goes again on one thread.
-    pub diverged: bool,
+    /// This partition could not follow the one-thread order, and why (a switch port's
+    /// credit wake-ups, `reconcile_credits`): the run goes again on one thread.
+    pub diverged: Option<&'static str>,
     /// IB: the switch ports here whose credits come back from another partition; for
     /// each touched in this window, its credit state before the window, and what each
     /// of its events did (`CreditStep`); the returns taken at the barrier.
@@ -280,7 +280,7 @@ impl Sim {
             pool_log: PoolLog::default(),
             mirrors: IdMap::default(),
             mirror: Vec::new(),
-            diverged: false,
+            diverged: None,
             credit_cross,
             credit_start: IdMap::default(),
             credit_steps: Vec::new(),
@@ -452,11 +452,13 @@ impl Sim {
                     self.q
                         .schedule_reserved(k, Event::Credit { port, blocks: 0 });
                 } else {
-                    self.part.as_deref_mut().expect("a partition").diverged = true;
+                    let part = self.part.as_deref_mut().expect("a partition");
+                    part.diverged.get_or_insert(DIVERGED);
                 }
             }
             if mine.iter().any(|k| !one.contains(k)) {
-                self.part.as_deref_mut().expect("a partition").diverged = true;
+                let part = self.part.as_deref_mut().expect("a partition");
+                part.diverged.get_or_insert(DIVERGED);
             }
             for &(_, _, key, blocks) in &returns[i..j] {
                 self.ports[port as usize].credits_returning_as(key, blocks, cw);
@@ -475,12 +477,7 @@ impl Sim {
                     let qp = self.open_queue_pair(params, &open);
                     let part = self.part.as_deref_mut().expect("a partition");
                     match part.mirrors.get(&(from, slot)) {
-                        Some(&local) => {
-                            let old = std::mem::replace(&mut self.qps[local as usize], qp);
-                            debug_assert!(old.dead, "a slot reused before it retired");
-                            self.rc_totals.add_responder(&old.resp.stats);
-                            self.qps[local as usize].gen = old.gen.wrapping_add(1);
-                        }
+                        Some(&local) => self.replace_queue_pair(local, qp),
                         None => {
                             let local = self.qps.len() as u32;
                             self.qps.push(qp);
@@ -498,11 +495,17 @@ impl Sim {
                     f.qp_gen = self.qps[local as usize].gen;
                 }
                 Msg::QpClosed { slot, until } => {
-                    let part = self.part.as_deref().expect("a partition");
+                    let part = self.part.as_deref_mut().expect("a partition");
                     debug_assert!(
                         until >= part.window_end,
                         "a responder stops answering within the window its requester retired in"
                     );
+                    if until < part.window_end {
+                        // A packet of the window may have been answered where one thread
+                        // would have dropped it (never, while every path between
+                        // partitions is no shorter than the lookahead).
+                        part.diverged.get_or_insert(CLOSED_LATE);
+                    }
                     let local = part.mirrors[&(from, slot)] as usize;
                     self.qps[local].retire(until);
                 }
@@ -565,12 +568,19 @@ pub fn set_min_events_per_window(n: u64) {
     MIN_EVENTS.store(n, Ordering::Relaxed);
 }
 
+/// What [`set_min_events_per_window`] set.
+pub fn min_events_per_window() -> u64 {
+    MIN_EVENTS.load(Ordering::Relaxed)
+}
+
 /// Why a split run went on on one thread: see [`MIN_EVENTS_PER_WINDOW`].
 const TOO_LITTLE_WORK: &str = "too few events per window to pay for the partitions' meetings \
-     (fewer than DOORBELL_SPLIT_MIN_EVENTS, default 64, a window over the first 1,024 windows)";
+     (on average over the first 1,024 windows, under DOORBELL_SPLIT_MIN_EVENTS: 64 unless set)";
 
 /// Why a split run went again on one thread: see `reconcile_credits`.
 const DIVERGED: &str = "a switch port's credit wake-ups differed from one thread's";
+/// Why a split run went again on one thread: see `Msg::QpClosed`.
+const CLOSED_LATE: &str = "a queue pair's responder heard of its retirement late";
 
 /// The barrier's shared state. The partitions meet once a window; what each leaves for
 /// the others before a meeting is read after it, while a partition may already be
@@ -608,9 +618,15 @@ impl Shared {
 }
 
 /// Runs `sc` split over `threads` partitions; the reason instead when it cannot be
-/// split (see [`plan_threads`]) or a partition stopped for a reason of its own or could
-/// not follow the one-thread order (the caller then runs it on one thread).
-pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
+/// split (see [`plan_threads`]), its first windows held fewer than
+/// `min_events_per_window` events each on average (0: never checked), or a partition
+/// stopped for a reason of its own or could not follow the one-thread order (the
+/// caller then runs it on one thread).
+pub fn run(
+    sc: &Scenario,
+    threads: usize,
+    min_events_per_window: u64,
+) -> Result<RunOutput, &'static str> {
     let parts = plan_threads(sc, threads)?;
     if parts <= 1 {
         return Err("one thread asked for, or one leaf or spine to split");
@@ -664,9 +680,7 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
     let wall = std::time::Instant::now();
     let lookahead = plan.lookahead;
     let limit = LoopState::new(sc.duration).limit;
-    let min_work = MIN_EVENTS
-        .load(Ordering::Relaxed)
-        .saturating_mul(WORK_CHECK_WINDOWS);
+    let min_work = min_events_per_window.saturating_mul(WORK_CHECK_WINDOWS);
     let windows = AtomicU64::new(0);
     let finished: Vec<(Sim, LoopState, bool)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..parts)
@@ -750,13 +764,13 @@ pub fn run(sc: &Scenario, threads: usize) -> Result<RunOutput, &'static str> {
                         // `t`) only now, with the last window's logs merged and its mail
                         // taken, so that a credit wake-up it got wrong is still found.
                         let ends = t == u64::MAX || t > limit.0;
-                        if sim.part.as_deref().is_some_and(|p| p.diverged) {
+                        if let Some(why) = sim.part.as_deref().and_then(|p| p.diverged) {
                             if ends {
-                                shared.stop(DIVERGED);
+                                shared.stop(why);
                                 break false;
                             }
                             // Not run further: the others stop at the next meeting.
-                            (next, halt) = (t, Some(DIVERGED));
+                            (next, halt) = (t, Some(why));
                             continue;
                         }
                         if ends {

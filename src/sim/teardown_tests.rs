@@ -8,14 +8,21 @@ use crate::units::{SimDuration, SimTime};
 
 /// The run up to `until` (every event, without it).
 fn finished_flow(until: Option<SimTime>) -> Sim {
+    finished(until, "")
+}
+
+/// The same with `transport` settings.
+fn finished(until: Option<SimTime>, transport: &str) -> Sim {
     // Host 0 (leaf 0) to host 4 (leaf 1): two host links of 200 ns and two fabric
     // links of 500 ns, 1.4 us.
-    let yaml = "name: t\nseed: 1\ntopology: { leaves: 2, spines: 2, hosts_per_leaf: 4, \
-                host_link: { rate: 100Gbps, latency: 200ns }, \
-                fabric_link: { rate: 100Gbps, latency: 500ns } }\n\
-                flow_control: { mode: lossy }\n\
-                workload:\n  - flows: [ { src: 0, dst: 4, size: 8KB } ]\n";
-    let sc = crate::scenario::parse_str(yaml, "t.yaml", "t", &Default::default())
+    let yaml = format!(
+        "name: t\nseed: 1\ntopology: {{ leaves: 2, spines: 2, hosts_per_leaf: 4, \
+         host_link: {{ rate: 100Gbps, latency: 200ns }}, \
+         fabric_link: {{ rate: 100Gbps, latency: 500ns }} }}\n\
+         flow_control: {{ mode: lossy }}\n{transport}\
+         workload:\n  - flows: [ {{ src: 0, dst: 4, size: 8KB }} ]\n"
+    );
+    let sc = crate::scenario::parse_str(&yaml, "t.yaml", "t", &Default::default())
         .unwrap_or_else(|e| panic!("{yaml}: {e}"));
     let mut sim = Sim::new(&sc);
     let mut st = LoopState::new(None);
@@ -112,4 +119,33 @@ fn a_slot_is_reused_only_once_its_responder_stopped_answering() {
     let qp = fresh(&sim);
     assert_eq!(sim.place_queue_pair(until, qp), slot, "free from then");
     assert_eq!(sim.qps[slot as usize].gen, 1);
+}
+
+/// A duplicate READ request reaching a retired queue pair's responder is not answered:
+/// its responses would find no requester, and listing them would hand the slot back
+/// twice.
+#[test]
+fn a_late_read_request_starts_no_responses() {
+    let transport = "transport: { rc: { operation: read } }\n";
+    let whole = finished(None, transport);
+    let slot = whole.flows[0].qp as usize;
+    let until = whole.qps[slot].responder_until();
+    assert!(whole.qps[slot].dead && until < SimTime::MAX);
+    let mut sim = finished(Some(SimTime(until.0 - 1)), transport);
+    let p = duplicate(&mut sim);
+    let pkt = sim.pool.get_mut(p);
+    pkt.kind = PktKind::ReadRequest;
+    pkt.op = 2;
+    pkt.aux = 2;
+    pkt.payload = 0;
+    sim.deliver(SimTime(until.0 - 1), 4, p);
+    let qp = &sim.qps[slot];
+    assert_eq!(qp.resp.stats.duplicates, 1, "taken as a duplicate");
+    assert!(!qp.read_listed, "no responses listed");
+    let held = sim
+        .closing_qps
+        .iter()
+        .filter(|c| c.0 .1 == slot as u32)
+        .count();
+    assert_eq!(held, 1, "the slot is handed back once");
 }

@@ -163,9 +163,7 @@ impl Sim {
         }
         match self.free_qps.pop() {
             Some(s) => {
-                let old = std::mem::replace(&mut self.qps[s as usize], qp);
-                self.rc_totals.add_responder(&old.resp.stats);
-                self.qps[s as usize].gen = old.gen.wrapping_add(1);
+                self.replace_queue_pair(s, qp);
                 s
             }
             None => {
@@ -173,6 +171,15 @@ impl Sim {
                 (self.qps.len() - 1) as u32
             }
         }
+    }
+
+    /// Puts `qp` in retired queue pair `slot`'s place: the old responder's counters are
+    /// taken, the slot's generation moves on.
+    pub(super) fn replace_queue_pair(&mut self, slot: u32, qp: Qp) {
+        let old = std::mem::replace(&mut self.qps[slot as usize], qp);
+        debug_assert!(old.dead, "a slot reused before it retired");
+        self.rc_totals.add_responder(&old.resp.stats);
+        self.qps[slot as usize].gen = old.gen.wrapping_add(1);
     }
 
     /// Retired queue pair `slot` is no longer listed by its host: its slot is free once
@@ -772,8 +779,9 @@ impl Sim {
             self.sync_hole_timer(slot);
         }
         let qp = &mut self.qps[slot as usize];
-        if let Some((psn, n)) = a.read {
-            // (Re)start streaming responses from `psn`.
+        // (Re)start streaming responses from `psn`; not for a requester that retired
+        // (its slot is not listed again: the responses would find no queue pair).
+        if let Some((psn, n)) = a.read.filter(|_| !qp.dead) {
             qp.start_read_responses(p.flow, psn, n);
             if !qp.read_listed {
                 qp.read_listed = true;

@@ -551,8 +551,6 @@ fn a_partition_stopped_by_the_watchdog_ends_the_split_run() {
         doorbell::scenario::Transport::Raw => unreachable!(),
     }
     assert_eq!(doorbell::sim::plan_threads(&sc, 2), Ok(2));
-    // Its windows hold little work (RNR waits): split anyway, as the other tests here.
-    doorbell::sim::set_min_events_per_window(0);
     for _ in 0..2 {
         let why = doorbell::sim::run_split(&sc, 2).err();
         assert_eq!(why, Some("the watchdog stopped a partition"));
