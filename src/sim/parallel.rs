@@ -714,18 +714,6 @@ pub fn run(
                         if shared.halt[b].iter().any(|h| h.load(Ordering::SeqCst)) {
                             break false;
                         }
-                        // After the first windows (one meeting precedes the first), every
-                        // partition weighs the same counts: all go on, or none.
-                        if meeting as u64 == WORK_CHECK_WINDOWS + 1
-                            && shared.work[b]
-                                .iter()
-                                .map(|w| w.load(Ordering::SeqCst))
-                                .sum::<u64>()
-                                < min_work
-                        {
-                            shared.stop(TOO_LITTLE_WORK);
-                            break false;
-                        }
                         let t = shared.next[b]
                             .iter()
                             .map(|x| x.load(Ordering::SeqCst))
@@ -764,6 +752,20 @@ pub fn run(
                         // `t`) only now, with the last window's logs merged and its mail
                         // taken, so that a credit wake-up it got wrong is still found.
                         let ends = t == u64::MAX || t > limit.0;
+                        // After the first windows (one meeting precedes the first), every
+                        // partition weighs the same counts, before its own verdicts: all
+                        // go on, or none (a run that ends here just ends).
+                        if !ends
+                            && meeting as u64 == WORK_CHECK_WINDOWS + 1
+                            && shared.work[b]
+                                .iter()
+                                .map(|w| w.load(Ordering::SeqCst))
+                                .sum::<u64>()
+                                < min_work
+                        {
+                            shared.stop(TOO_LITTLE_WORK);
+                            break false;
+                        }
                         if let Some(why) = sim.part.as_deref().and_then(|p| p.diverged) {
                             if ends {
                                 shared.stop(why);
