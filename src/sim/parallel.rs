@@ -59,7 +59,8 @@
 //! (`sampler`).
 //!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! IB credits read by the routing, RDMA READ, a receive-posting delay,
+//! IB credits read by the routing, RDMA READ, a receive-posting delay shorter than the
+//! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives and training, a flow that waits on one landing at another
 //! host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
@@ -76,7 +77,7 @@ use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
 use super::{RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
-use crate::engine::{Event, EventQueue, FlowId, PortId};
+use crate::engine::{Event, EventQueue, FlowId, PortId, Source};
 use crate::packet::Packet;
 use crate::routing::LoadSignal;
 use crate::scenario::{Scenario, Transport};
@@ -113,6 +114,10 @@ pub(super) enum Msg {
     QpOpen { slot: u32, open: QpOpen },
     /// `flow` goes over queue pair `slot`.
     FlowQp { flow: FlowId, slot: u32 },
+    /// Queue pair `slot`'s responder posts its receive WQEs under `key` (at
+    /// `recv_post_delay` after the queue pair opened, never within the window: the run
+    /// splits only when the delay is no shorter than the lookahead).
+    RecvPost { slot: u32, key: u128 },
     /// Queue pair `slot`'s requester retired it: its responder answers what reaches it
     /// before `until` (one path latency later, so never within the window it retired
     /// in: every path between partitions crosses a link of the lookahead or longer).
@@ -126,7 +131,7 @@ impl Msg {
     fn earliest(&self, end: SimTime) -> Option<u64> {
         match self {
             Msg::Packet { on_wire, .. } => Some(on_wire.arrive.0),
-            Msg::Event { key, .. } => Some((key >> 64) as u64),
+            Msg::Event { key, .. } | Msg::RecvPost { key, .. } => Some((key >> 64) as u64),
             Msg::Returning { .. } => Some(end.0),
             Msg::QpOpen { .. } | Msg::FlowQp { .. } | Msg::QpClosed { .. } => None,
         }
@@ -201,9 +206,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
     if let Transport::Rc(rc) = &sc.transport {
         if rc.operation == Op::Read {
             return Some("RDMA READ");
-        }
-        if rc.recv_post_delay > SimDuration::ZERO {
-            return Some("a receive-posting delay");
         }
     }
     if matches!(sc.flow_control, FlowControl::IbCredit { .. })
@@ -331,6 +333,22 @@ impl Sim {
             part.outbox[to as usize].push(Msg::QpOpen { slot, open });
         }
         part.outbox[to as usize].push(Msg::FlowQp { flow, slot });
+    }
+
+    /// The receive WQEs of queue pair `slot` are posted at `at` by the responder's
+    /// host: if that is another partition's, it is told (under the key the event gets
+    /// from `source` here, as on one thread) and true is returned.
+    pub(super) fn recv_post_elsewhere(&mut self, at: SimTime, source: Source, slot: u32) -> bool {
+        let Some(part) = self.part.as_deref_mut() else {
+            return false;
+        };
+        let to = part.plan.host(self.qps[slot as usize].dst);
+        if to == part.me {
+            return false;
+        }
+        let key = self.q.reserve(at, source);
+        part.outbox[to as usize].push(Msg::RecvPost { slot, key });
+        true
     }
 
     /// Queue pair `slot` retired now: the responder's partition hears of it.
@@ -493,6 +511,14 @@ impl Sim {
                     let f = &mut self.flows[flow as usize];
                     f.qp = local;
                     f.qp_gen = self.qps[local as usize].gen;
+                }
+                Msg::RecvPost { slot, key } => {
+                    let part = self.part.as_deref().expect("a partition");
+                    // Its queue pair came in the same mail, before it.
+                    let local = part.mirrors[&(from, slot)];
+                    let gen = self.qps[local as usize].gen;
+                    self.q
+                        .schedule_reserved(key, Event::RecvPost { qp: local, gen });
                 }
                 Msg::QpClosed { slot, until } => {
                     let part = self.part.as_deref_mut().expect("a partition");
@@ -659,6 +685,13 @@ pub fn run(
     }
     if plan.lookahead.0 == 0 {
         return Err("a link between partitions has no latency (no lookahead)");
+    }
+    if let Transport::Rc(rc) = &sc.transport {
+        // The responder's partition must hear of its queue pair's receive posting
+        // before it is due.
+        if rc.recv_post_delay > SimDuration::ZERO && rc.recv_post_delay < plan.lookahead {
+            return Err("a receive-posting delay shorter than the lookahead");
+        }
     }
     let n = parts as usize;
     let shared = Shared {
@@ -864,17 +897,50 @@ mod tests {
             |y: String| crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap();
         assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
         assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
-        let cases = [
-            (
-                "transport: { rc: { operation: send, recv_post_delay: 1us } }\n",
-                "receive-posting delay",
-            ),
-            ("transport: { rc: { operation: read } }\n", "READ"),
-        ];
+        let cases = [("transport: { rc: { operation: read } }\n", "READ")];
         for (extra, why) in cases {
             let e = plan_threads(&load(yaml(extra)), 2).unwrap_err();
             assert!(e.contains(why), "{extra}: {e}");
         }
+    }
+
+    /// A receive-posting delay splits when the responder's partition can hear of it in
+    /// time: no shorter than the lookahead (here the 1 us links).
+    #[test]
+    fn a_receive_posting_delay_splits_from_the_lookahead() {
+        let sc = |delay: &str| {
+            let y = format!(
+                "name: t\ntopology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, \
+                 host_link: {{ rate: 100Gbps, latency: 1us }}, \
+                 fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
+                 transport: {{ rc: {{ operation: send, recv_post_delay: {delay}, \
+                 min_rnr_timer: 1 }} }}\n\
+                 workload:\n  - permutation: {{ size: 100KB }}\n"
+            );
+            crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap()
+        };
+        let e = run(&sc("999ns"), 2, 0).err();
+        assert_eq!(
+            e,
+            Some("a receive-posting delay shorter than the lookahead")
+        );
+        assert_eq!(run(&sc("1us"), 2, 0).expect("split").threads, 2);
+        // Longer than a path (2-4 us): the first SENDs are RNR-NAKed.
+        let split = run(&sc("10us"), 2, 0).expect("split");
+        let one = Sim::new(&sc("10us")).run();
+        assert!(
+            one.rc.unwrap().rnr_naks > 0,
+            "SENDs met empty receive queues"
+        );
+        // The same flows (their queue-pair slots are each partition's own).
+        let seen = |o: &RunOutput| -> Vec<_> {
+            o.flows
+                .iter()
+                .map(|f| (f.delivered, f.retransmissions, f.landed, f.finish))
+                .collect()
+        };
+        assert_eq!(seen(&one), seen(&split));
+        assert_eq!(one.rc.unwrap().rnr_naks, split.rc.unwrap().rnr_naks);
     }
 
     #[test]

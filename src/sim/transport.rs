@@ -134,10 +134,13 @@ impl Sim {
                 if delay > SimDuration::ZERO {
                     let gen = self.qps[slot as usize].gen;
                     // Scheduled by the requester's host as it opens the queue pair (the
-                    // responder's host posts its receive WQEs then).
+                    // responder's host posts its receive WQEs then), in a split run
+                    // where the responder is, if that is another partition.
                     let source = self.src.nic(src);
-                    self.q
-                        .schedule(now + delay, source, Event::RecvPost { qp: slot, gen });
+                    if !self.recv_post_elsewhere(now + delay, source, slot) {
+                        self.q
+                            .schedule(now + delay, source, Event::RecvPost { qp: slot, gen });
+                    }
                 }
                 self.post_wr(now, slot, flow);
                 return;
@@ -237,10 +240,12 @@ impl Sim {
     }
 
     /// Returns whether the queue pair was still live.
-    pub(super) fn on_recv_post(&mut self, _now: SimTime, slot: u32, gen: u32) -> bool {
+    pub(super) fn on_recv_post(&mut self, now: SimTime, slot: u32, gen: u32) -> bool {
         let depth = self.rc.as_ref().map_or(0, |r| r.recv_queue_depth);
         match self.qps.get_mut(slot as usize) {
-            Some(qp) if !qp.dead && qp.gen == gen => {
+            // The responder's, while it answers (a split run's copy may not know yet
+            // that its requester retired).
+            Some(qp) if qp.responder_answers(now) && qp.gen == gen => {
                 qp.resp.post_recv(depth);
                 true
             }

@@ -163,7 +163,8 @@ fn each_splits_with_a_host_apart(scenario: &Path, cases: &[(&str, &[&str])]) {
 /// (pauses and CNPs crossing partitions), HPCC and Swift (telemetry and send times
 /// crossing), IB credits (returns crossing, wake-ups decided as on one thread), bare
 /// packets with PFC, cut-through switches, shared queue pairs, out-of-order RC under
-/// spraying with drops and under adaptive routing, time series; Poisson web-search
+/// spraying with drops and under adaptive routing, SENDs whose receivers post late,
+/// time series; Poisson web-search
 /// arrivals throughout. Each is split (perf.json says 2, then 3), at 2 threads with a
 /// host placed apart from its leaf.
 #[test]
@@ -171,7 +172,7 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
     let (dir, sc) = small_fabric("small", "");
     const TS_5US: &str = "timeseries={interval: 5us, ports: [\"leaf0->spine1#0\", \
                           \"leaf1->host5\", \"host0->leaf0\"], flows: [0, 3, 15]}";
-    let cases: [(&str, &[&str]); 16] = [
+    let cases: [(&str, &[&str]); 17] = [
         ("rc-lossy", &[]),
         // Cut short with packets on the wires, queue pairs open, flows unfinished.
         ("duration", &["duration=37us", "flow_control.mode=pfc"]),
@@ -206,6 +207,17 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
             &["switch.forwarding=cut_through", "flow_control.mode=pfc"],
         ),
         ("shared-qps", &["transport.rc.connections=per_host_pair"]),
+        // SENDs RNR-NAKed until their receivers post, 5 us after each queue pair opens
+        // (longer than any path; stop 47: the posting is told to the responder's
+        // partition).
+        (
+            "recv-post-delay",
+            &[
+                "transport.rc.operation=send",
+                "transport.rc.recv_post_delay=5us",
+                "transport.rc.min_rnr_timer=1",
+            ],
+        ),
         // Out-of-order RC (stop 46): packets sprayed over the spines overtake each
         // other, random drops leave holes, the responders' hole timers (their own
         // events, on the responder's host) send selective NAKs across partitions.
