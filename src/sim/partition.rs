@@ -286,14 +286,14 @@ impl Plan {
 
     /// The partition that handles `event`; `None` for events a partitioned run does not
     /// carry (`flow_ends` gives a flow's source host and the host its data lands at,
-    /// `qp_src` a queue pair's source host). A flow's host-pipeline stages run on its
+    /// `qp_ends` a queue pair's requester and responder hosts). A flow's host-pipeline stages run on its
     /// source's NIC but for the receive completion, which runs on the receiver's
     /// (`components::host`).
     pub fn owner(
         &self,
         event: &Event,
         flow_ends: impl Fn(u32) -> (u32, u32),
-        qp_src: impl Fn(u32) -> u32,
+        qp_ends: impl Fn(u32) -> (u32, u32),
     ) -> Option<u16> {
         Some(match *event {
             Event::FlowStart { flow } => self.host(flow_ends(flow).0),
@@ -301,7 +301,9 @@ impl Plan {
                 let (src, rx) = flow_ends(flow);
                 self.host(if stage == ST_RECV_CQE { rx } else { src })
             }
-            Event::QpTimer { qp } => self.host(qp_src(qp)),
+            Event::QpTimer { qp } => self.host(qp_ends(qp).0),
+            // The responder's host posts its receive WQEs.
+            Event::RecvPost { qp, .. } => self.host(qp_ends(qp).1),
             Event::HoleTimer { host, .. } => self.host(host),
             Event::TxDone { port }
             | Event::PortWake { port }
@@ -521,7 +523,7 @@ mod tests {
         for h in [2, 3] {
             let up = g.host_up(h);
             assert_eq!(
-                p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| 0),
+                p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| (0, 0)),
                 Some(1)
             );
             assert_eq!(p.receiver(up), 0, "the leaf's ingress stays with the leaf");
@@ -591,36 +593,42 @@ mod tests {
         let up = g.host_up(t.hosts() - 1);
         let last = t.hosts() - 1;
         assert_eq!(
-            p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| 0),
+            p.owner(&Event::TxDone { port: up }, |_| (0, 0), |_| (0, 0)),
             Some(1)
         );
         assert_eq!(
-            p.owner(&Event::FlowStart { flow: 3 }, |_| (last, 0), |_| 0),
+            p.owner(&Event::FlowStart { flow: 3 }, |_| (last, 0), |_| (0, 0)),
             Some(1)
         );
         // A flow from the last host to host 0: its posting stages on the sender's NIC,
         // its receive completion on the receiver's.
         let stage = |stage| Event::FlowStage { flow: 3, stage };
         let host = crate::components::host::ST_DOORBELL;
-        assert_eq!(p.owner(&stage(host), |_| (last, 0), |_| 0), Some(1));
-        assert_eq!(p.owner(&stage(ST_RECV_CQE), |_| (last, 0), |_| 0), Some(0));
+        assert_eq!(p.owner(&stage(host), |_| (last, 0), |_| (0, 0)), Some(1));
+        assert_eq!(
+            p.owner(&stage(ST_RECV_CQE), |_| (last, 0), |_| (0, 0)),
+            Some(0)
+        );
         let irq = Event::Irq { nic: last };
-        assert_eq!(p.owner(&irq, |_| (0, 0), |_| 0), Some(1));
+        assert_eq!(p.owner(&irq, |_| (0, 0), |_| (0, 0)), Some(1));
         let poster = Event::PosterDone { nic: 0, poster: 1 };
-        assert_eq!(p.owner(&poster, |_| (last, last), |_| 0), Some(0));
+        assert_eq!(p.owner(&poster, |_| (last, last), |_| (0, 0)), Some(0));
         // A queue pair from host 0 to the last: its requester's timer on host 0, its
         // responder's hole timer (out-of-order RC) on the last.
         assert_eq!(
-            p.owner(&Event::QpTimer { qp: 2 }, |_| (0, 0), |_| 0),
+            p.owner(&Event::QpTimer { qp: 2 }, |_| (0, 0), |_| (0, 0)),
             Some(0)
         );
         let hole = Event::HoleTimer { qp: 2, host: last };
-        assert_eq!(p.owner(&hole, |_| (0, 0), |_| 0), Some(1));
+        assert_eq!(p.owner(&hole, |_| (0, 0), |_| (0, 0)), Some(1));
+        // Its receive WQEs posted late, by the responder's host.
+        let post = Event::RecvPost { qp: 2, gen: 0 };
+        assert_eq!(p.owner(&post, |_| (0, 0), |_| (0, last)), Some(1));
         let cross = (0..g.ports.len() as PortId)
             .find(|&q| p.sender(q) != p.receiver(q))
             .unwrap();
         assert_eq!(
-            p.owner(&Event::Arrive { port: cross }, |_| (0, 0), |_| 0),
+            p.owner(&Event::Arrive { port: cross }, |_| (0, 0), |_| (0, 0)),
             Some(p.receiver(cross))
         );
         assert_eq!(
@@ -630,12 +638,12 @@ mod tests {
                     pause: true
                 },
                 |_| (0, 0),
-                |_| 0
+                |_| (0, 0)
             ),
             Some(p.sender(cross))
         );
         assert_eq!(
-            p.owner(&Event::CollWake { run: 0 }, |_| (0, 0), |_| 0),
+            p.owner(&Event::CollWake { run: 0 }, |_| (0, 0), |_| (0, 0)),
             None
         );
     }

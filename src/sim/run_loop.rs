@@ -137,7 +137,7 @@ impl Sim {
                             let d = &self.flows[f as usize].def;
                             (d.src, d.dst)
                         },
-                        |q| self.qps[q as usize].src
+                        |q| (self.qps[q as usize].src, self.qps[q as usize].dst)
                     ),
                     Some(part.me),
                     "{ev:?} handled by partition {}",
