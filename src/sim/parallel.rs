@@ -335,31 +335,33 @@ impl Sim {
         part.outbox[to as usize].push(Msg::FlowQp { flow, slot });
     }
 
+    /// In a split run where queue pair `slot`'s responder is another partition's: that
+    /// partition.
+    fn responder_elsewhere(&self, slot: u32) -> Option<usize> {
+        let part = self.part.as_deref()?;
+        let to = part.plan.host(self.qps[slot as usize].dst);
+        (to != part.me).then_some(to as usize)
+    }
+
     /// The receive WQEs of queue pair `slot` are posted at `at` by the responder's
     /// host: if that is another partition's, it is told (under the key the event gets
     /// from `source` here, as on one thread) and true is returned.
     pub(super) fn recv_post_elsewhere(&mut self, at: SimTime, source: Source, slot: u32) -> bool {
-        let Some(part) = self.part.as_deref_mut() else {
+        let Some(to) = self.responder_elsewhere(slot) else {
             return false;
         };
-        let to = part.plan.host(self.qps[slot as usize].dst);
-        if to == part.me {
-            return false;
-        }
         let key = self.q.reserve(at, source);
-        part.outbox[to as usize].push(Msg::RecvPost { slot, key });
+        let part = self.part.as_deref_mut().expect("a partition");
+        part.outbox[to].push(Msg::RecvPost { slot, key });
         true
     }
 
     /// Queue pair `slot` retired now: the responder's partition hears of it.
     pub(super) fn tell_responder_closed(&mut self, slot: u32) {
-        let Some(part) = self.part.as_deref_mut() else {
-            return;
-        };
-        let to = part.plan.host(self.qps[slot as usize].dst);
-        if to != part.me {
+        if let Some(to) = self.responder_elsewhere(slot) {
             let until = self.qps[slot as usize].responder_until();
-            part.outbox[to as usize].push(Msg::QpClosed { slot, until });
+            let part = self.part.as_deref_mut().expect("a partition");
+            part.outbox[to].push(Msg::QpClosed { slot, until });
         }
     }
 

@@ -656,11 +656,12 @@ impl Sim {
             (f.qp, f.qp_gen)
         };
         let request = matches!(p.kind, PktKind::Data | PktKind::ReadRequest);
-        if slot == NO_QP
-            || self.qps[slot as usize].gen != gen
-            || (self.qps[slot as usize].dead
-                && !(request && self.qps[slot as usize].responder_answers(now)))
-        {
+        let live = slot != NO_QP && {
+            let qp = &self.qps[slot as usize];
+            // A retired queue pair's responder still answers for a while.
+            qp.gen == gen && (!qp.dead || (request && qp.responder_answers(now)))
+        };
+        if !live {
             // A straggler for a finished queue pair (a retransmission that crossed the
             // final ACK, after its responder stopped answering; or an answer to a
             // requester that retired): nothing to do.
