@@ -384,6 +384,33 @@ impl EgressPort {
         }
     }
 
+    /// What an adaptive choice weighs at this port (`LoadSignal::QueueAndCredits`): the
+    /// bytes queued, plus under IB credits those the next switch still holds from this
+    /// port, plus `held_bytes` if PFC or a lack of credit holds a `wire`-byte packet;
+    /// the credits on their way back under key `upto` or earlier counted as landed.
+    /// It only reads: credits land in the port's own events (`land_credits`), so a
+    /// run split over threads logs everything that changes the port's credit
+    /// bookkeeping there (`sim::parallel`). Landing them here instead would give the
+    /// same count: a port waiting for credit has a wake-up pending under its first
+    /// return's key, which comes before any later event, so none of its returns is
+    /// due when another event reads it.
+    #[inline]
+    pub fn adaptive_load(&self, now: SimTime, wire: u64, upto: u128, held_bytes: u64) -> u64 {
+        let credits = self.credits.map(|c| {
+            c + self
+                .returning
+                .iter()
+                .take_while(|&&(key, _)| key <= upto)
+                .map(|&(_, blocks)| blocks as u64)
+                .sum::<u64>()
+        });
+        let downstream = credits.map_or(0, |c| {
+            self.credit_limit.saturating_sub(c) * super::CREDIT_BLOCK
+        });
+        let open = self.paused_until <= now && credits.map_or(true, |c| c >= credit_blocks(wire));
+        self.queued_bytes + downstream + if open { 0 } else { held_bytes }
+    }
+
     /// IB: `blocks` credits will land under engine key `key` (later than any before).
     /// Returns the key to schedule a wake-up under, if the port waits for credit.
     #[inline]
@@ -870,6 +897,41 @@ mod tests {
         assert_eq!(p.poll_transmit(SimTime(400)), Err(None));
         assert_eq!(p.credit_wake_due(), None);
         assert_eq!(p.credits_returning(30, 16), Some(30));
+    }
+
+    /// What adaptive routing weighs counts the returns due by its key as landed, and
+    /// lands nothing: the port's own events then find the same credits and the same
+    /// wake-up to ask for as they would have had the returns landed there.
+    #[test]
+    fn the_adaptive_load_counts_returns_due_without_landing_them() {
+        let mut p = switch_port().with_credits(20);
+        const HELD: u64 = 1 << 20;
+        // 1,000 B take 16 blocks: 4 left, 16 held downstream, 1,000 B queued behind.
+        p.enqueue(q(1, 1000, 0, false));
+        p.enqueue(q(2, 1000, 0, false));
+        assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 1);
+        p.handle_tx_done();
+        assert_eq!(p.credits_returning(10, 4), None);
+        assert_eq!(p.credits_returning(20, 8), None);
+        // Under key 9 nothing is due: short of credit for 1,000 B, so held.
+        assert_eq!(
+            p.adaptive_load(SimTime(50), 1000, 9, HELD),
+            1000 + 16 * 64 + HELD
+        );
+        // Under key 10: 8 blocks, still short; under 20: 16, enough (4 held downstream).
+        assert_eq!(
+            p.adaptive_load(SimTime(50), 1000, 10, HELD),
+            1000 + 12 * 64 + HELD
+        );
+        assert_eq!(p.adaptive_load(SimTime(50), 1000, 20, HELD), 1000 + 4 * 64);
+        // A smaller packet fits in what is there.
+        assert_eq!(p.adaptive_load(SimTime(50), 64, 9, HELD), 1000 + 16 * 64);
+        // Nothing landed: the port still finds 4 blocks and asks for the first return.
+        assert_eq!(p.poll_transmit(SimTime(100)), Err(None));
+        assert_eq!(p.credit_wake_due(), Some(10));
+        p.land_credits(20);
+        assert_eq!(p.downstream_bytes(), 4 * 64);
+        assert_eq!(p.adaptive_load(SimTime(50), 1000, 20, HELD), 1000 + 4 * 64);
     }
 
     #[test]

@@ -330,17 +330,28 @@ impl Sim {
                 self.routing.choose(now, key, Candidates { n, load })
             }
             LoadSignal::QueueAndCredits => {
+                // What waits here and what the next switch still holds from this port
+                // (the credits due by now counted back, without landing them); a port
+                // held by PFC or short of IB credits counts as full.
                 let upto = self.q.current_key();
+                // Landing the credits due is what the port's next event would do
+                // (`EgressPort::adaptive_load`) and spares reading them again at each
+                // choice; but a port whose credits another partition returns lands them
+                // only in its own events, which the barrier replays from its log.
+                let part = self.part.as_deref();
                 for &c in cands {
-                    self.ports[c as usize].land_credits(upto);
+                    if !part.is_some_and(|p| p.logs_credits(c)) {
+                        self.ports[c as usize].land_credits(upto);
+                    }
                 }
                 let ports = &self.ports;
-                // What waits here and what the next switch still holds from this port;
-                // a port held by PFC or short of IB credits counts as full.
                 let load = |i: u32| {
-                    let port = &ports[cands[i as usize] as usize];
-                    let held = !port.data_gate_open(now, wire);
-                    port.queued_bytes + port.downstream_bytes() + held as u64 * HELD_PORT_BYTES
+                    ports[cands[i as usize] as usize].adaptive_load(
+                        now,
+                        wire,
+                        upto,
+                        HELD_PORT_BYTES,
+                    )
                 };
                 self.routing.choose(now, key, Candidates { n, load })
             }

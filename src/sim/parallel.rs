@@ -45,7 +45,9 @@
 //! the port's state when the far end lets a credit go, so such a port logs what its
 //! events did to its credit bookkeeping and the barrier replays the log against the
 //! returns in key order, scheduling the wake-ups one thread would have
-//! (`Sim::reconcile_credits`).
+//! (`Sim::reconcile_credits`). Adaptive routing that weighs credits reads such a
+//! port's returns due by then without landing them (`EgressPort::adaptive_load`), so
+//! its log holds all that changes its bookkeeping.
 //!
 //! The host model splits by NIC: a message's posting stages are its sender's NIC's
 //! events, its receive completion its receiver's, and the end of run takes each side
@@ -59,7 +61,7 @@
 //! (`sampler`).
 //!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
-//! IB credits read by the routing, RDMA READ, a receive-posting delay shorter than the
+//! RDMA READ, a receive-posting delay shorter than the
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives and training, a flow that waits on one landing at another
 //! host, a fabric of one leaf or one spine.
@@ -79,7 +81,6 @@ use crate::cc::Telemetry;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId, Source};
 use crate::packet::Packet;
-use crate::routing::LoadSignal;
 use crate::scenario::{Scenario, Transport};
 use crate::transport::rc::Op;
 use crate::units::{SimDuration, SimTime};
@@ -207,12 +208,6 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
         if rc.operation == Op::Read {
             return Some("RDMA READ");
         }
-    }
-    if matches!(sc.flow_control, FlowControl::IbCredit { .. })
-        && sc.routing.load == LoadSignal::QueueAndCredits
-    {
-        // Routing lands a port's returning credits outside its own events.
-        return Some("IB credits read by the routing");
     }
     for w in &sc.workload {
         match w {

@@ -161,7 +161,8 @@ fn each_splits_with_a_host_apart(scenario: &Path, cases: &[(&str, &[&str])]) {
 /// a split run covers: RC on a lossy fabric (drops, go-back-N, timeouts), a run cut short
 /// by its duration, link faults (a flap, random drops, bit errors), RC with PFC and DCQCN
 /// (pauses and CNPs crossing partitions), HPCC and Swift (telemetry and send times
-/// crossing), IB credits (returns crossing, wake-ups decided as on one thread), bare
+/// crossing), IB credits (returns crossing, wake-ups decided as on one thread; weighed
+/// by adaptive and flowlet routing), bare
 /// packets with PFC, cut-through switches, shared queue pairs, out-of-order RC under
 /// spraying with drops and under adaptive routing, SENDs whose receivers post late,
 /// time series; Poisson web-search
@@ -172,7 +173,7 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
     let (dir, sc) = small_fabric("small", "");
     const TS_5US: &str = "timeseries={interval: 5us, ports: [\"leaf0->spine1#0\", \
                           \"leaf1->host5\", \"host0->leaf0\"], flows: [0, 3, 15]}";
-    let cases: [(&str, &[&str]); 17] = [
+    let cases: [(&str, &[&str]); 19] = [
         ("rc-lossy", &[]),
         // Cut short with packets on the wires, queue pairs open, flows unfinished.
         ("duration", &["duration=37us", "flow_control.mode=pfc"]),
@@ -197,6 +198,23 @@ fn small_fabrics_write_the_same_bytes_on_1_2_and_3_threads() {
                 "flow_control.mode=ib_credit",
                 "switch.forwarding=cut_through",
                 "transport.mode=raw",
+            ],
+        ),
+        // Adaptive and flowlet choices weigh the credits the next switch holds
+        // (stop 48): returns crossing partitions are read where they are due, not
+        // landed, so the ports' credit logs stay whole.
+        (
+            "ib-credit-adaptive",
+            &[
+                "flow_control.mode=ib_credit",
+                "routing={policy: adaptive, load: queue_and_credits}",
+            ],
+        ),
+        (
+            "ib-credit-flowlet",
+            &[
+                "flow_control.mode=ib_credit",
+                "routing={policy: flowlet, flowlet_gap: 2us, load: queue_and_credits}",
             ],
         ),
         // Per-hop telemetry and send times ride beside the packets that cross.
