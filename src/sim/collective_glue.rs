@@ -145,7 +145,9 @@ impl Sim {
             } else {
                 s.bytes.div_ceil(part) as u32
             };
-            let first_qp = if split {
+            // One queue pair per connection (NCCL's default): its turn is always the
+            // first, so nothing is looked up.
+            let first_qp = if split || qps <= 1 {
                 0
             } else {
                 let turn = self
