@@ -330,14 +330,14 @@ impl Sim {
                 self.routing.choose(now, key, Candidates { n, load })
             }
             LoadSignal::QueueAndCredits => {
-                // What waits here and what the next switch still holds from this port
-                // (the credits due by now counted back, without landing them); a port
-                // held by PFC or short of IB credits counts as full.
+                // What waits here and what the next switch still holds from this port;
+                // a port held by PFC or short of IB credits counts as full. The credits
+                // due by now are landed first, as the port's next event would (so each
+                // choice does not read them again), except at a port whose credits
+                // another partition returns: its bookkeeping changes only in its own
+                // events, which the barrier replays from their log, and the choice
+                // counts them without landing them (`EgressPort::adaptive_load`).
                 let upto = self.q.current_key();
-                // Landing the credits due is what the port's next event would do
-                // (`EgressPort::adaptive_load`) and spares reading them again at each
-                // choice; but a port whose credits another partition returns lands them
-                // only in its own events, which the barrier replays from its log.
                 let part = self.part.as_deref();
                 for &c in cands {
                     if !part.is_some_and(|p| p.logs_credits(c)) {
