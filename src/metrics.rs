@@ -669,10 +669,10 @@ pub fn summarize(sc: &Scenario, out: &RunOutput) -> Summary {
             ts.util_max = ts.util_max.max(u);
             ts.queue_max_bytes = ts.queue_max_bytes.max(p.max_queue_bytes);
             ts.drops += p.dropped_packets();
-            if let Some(h) = p.queue_hist.as_deref() {
+            if let Some(h) = p.queue_histogram() {
                 match &mut hist {
-                    None => hist = Some(h.clone()),
-                    Some(acc) => acc.add(h).expect("same bounds"),
+                    None => hist = Some(h),
+                    Some(acc) => acc.add(&h).expect("same bounds"),
                 }
             }
             for r in DropReason::ALL {

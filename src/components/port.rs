@@ -44,7 +44,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use std::collections::VecDeque;
 
-use super::queue_depth::{queue_histogram, record_depth};
+use super::queue_depth::DepthCounts;
 use super::{credit_blocks, DropReason, CELL_BYTES, NO_PORT};
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -184,10 +184,10 @@ pub struct EgressPort {
     /// IB credits: the receiver's room when empty, blocks.
     credit_limit: u64,
     stall_ps: u64,
-    /// Queue depth seen by arriving packets, in 64-byte cells (made at the first packet,
-    /// so idle ports cost no memory; boxed, as it is touched once per QUEUE_BATCH
-    /// packets).
-    pub queue_hist: Option<Box<Histogram<u32>>>,
+    /// Queue depth seen by arriving packets, in 64-byte cells, counted by histogram
+    /// index (`queue_histogram` makes the histogram; made at the first packet, so idle
+    /// ports cost no memory; boxed, as it is touched once per QUEUE_BATCH packets).
+    queue_hist: Option<Box<DepthCounts>>,
     hist_cells: u64,
     pub drops: [u64; 3],
     pub drop_bytes: u64,
@@ -317,11 +317,9 @@ impl EgressPort {
             return;
         }
         let cells = self.hist_cells;
-        let h = self
-            .queue_hist
-            .get_or_insert_with(|| Box::new(queue_histogram()));
+        let h = self.queue_hist.get_or_insert_with(Box::default);
         for &v in &self.queue_batch[..self.queue_batch_len as usize] {
-            record_depth(h, v as u64, cells);
+            h.record(v as u64, cells);
         }
         self.queue_batch_len = 0;
     }
@@ -677,25 +675,24 @@ impl EgressPort {
         }
     }
 
+    /// The queue depths seen by arriving packets, in 64-byte cells (2 significant
+    /// digits), if any were: the batched samples count too, so it may be asked mid-run.
+    pub fn queue_histogram(&self) -> Option<Histogram<u32>> {
+        let pending = &self.queue_batch[..self.queue_batch_len as usize];
+        if pending.is_empty() {
+            return self.queue_hist.as_deref().map(DepthCounts::histogram);
+        }
+        let mut counts = self.queue_hist.as_deref().cloned().unwrap_or_default();
+        for &v in pending {
+            counts.record(v as u64, self.hist_cells);
+        }
+        Some(counts.histogram())
+    }
+
     /// The 99th percentile queue depth seen by arriving packets, bytes (64-byte cells,
     /// rounded up, 2 significant digits).
     pub fn p99_queue_bytes(&self) -> u64 {
-        // Asked mid-run: the batched samples count too.
-        let pending = &self.queue_batch[..self.queue_batch_len as usize];
-        let mut with_pending = None;
-        if !pending.is_empty() {
-            let cells = self.hist_cells;
-            let mut h = self
-                .queue_hist
-                .as_deref()
-                .cloned()
-                .unwrap_or_else(queue_histogram);
-            for &v in pending {
-                record_depth(&mut h, v as u64, cells);
-            }
-            with_pending = Some(h);
-        }
-        match with_pending.as_ref().or(self.queue_hist.as_deref()) {
+        match self.queue_histogram() {
             // The histogram rounds up to its bucket; never report more than was seen.
             Some(h) if !h.is_empty() => {
                 (h.value_at_quantile(0.99) * CELL_BYTES).min(self.max_queue_bytes)
