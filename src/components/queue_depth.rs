@@ -113,6 +113,27 @@ mod tests {
     /// value, so the same quantiles, least, greatest and total, and sums over ports.
     /// Depths of every bucket (both sides of each power of two, random ones to 2^31)
     /// for buffers of 255 cells to 32 MiB.
+    /// What the report reads from a port's histogram is the same from `a` as from `b`:
+    /// total, least, greatest, quantiles, and the same of a sum over ports (the
+    /// per-tier depth).
+    fn assert_same_figures(a: &Histogram<u32>, b: &Histogram<u32>, cells: u64) {
+        let (mut sum_a, mut sum_b) = (a.clone(), b.clone());
+        sum_a.add(a).unwrap();
+        sum_b.add(b).unwrap();
+        for (x, y, what) in [(a, b, "one port"), (&sum_a, &sum_b, "a sum")] {
+            assert_eq!(x.len(), y.len(), "cells {cells}, {what}");
+            assert_eq!(x.min(), y.min(), "cells {cells}, {what}");
+            assert_eq!(x.max(), y.max(), "cells {cells}, {what}");
+            for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
+                assert_eq!(
+                    x.value_at_quantile(q),
+                    y.value_at_quantile(q),
+                    "cells {cells}, {what}, quantile {q}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn depths_counted_by_index_make_the_recorded_histogram() {
         let mut depths: Vec<u64> = (0..600).collect();
@@ -139,20 +160,7 @@ mod tests {
                     .collect()
             };
             assert_eq!(bins(&made), bins(&recorded), "cells {cells}");
-            assert_eq!(made.len(), recorded.len(), "cells {cells}");
-            assert_eq!(made.min(), recorded.min(), "cells {cells}");
-            assert_eq!(made.max(), recorded.max(), "cells {cells}");
-            for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
-                assert_eq!(
-                    made.value_at_quantile(q),
-                    recorded.value_at_quantile(q),
-                    "cells {cells}, quantile {q}"
-                );
-            }
-            let (mut a, mut b) = (made.clone(), recorded.clone());
-            a.add(&made).unwrap();
-            b.add(&recorded).unwrap();
-            assert_eq!(bins(&a), bins(&b), "cells {cells}: sums");
+            assert_same_figures(&made, &recorded, cells);
         }
     }
 
@@ -182,22 +190,7 @@ mod tests {
             let mut probe = Histogram::<u32>::new_with_bounds(1, cells, 2).unwrap();
             probe.saturating_record(top + 1);
             assert!(probe.max() <= top, "cells {cells}: {} clamped", top + 1);
-            assert_eq!(growing.len(), sized.len(), "cells {cells}");
-            assert_eq!(growing.min(), sized.min(), "cells {cells}");
-            assert_eq!(growing.max(), sized.max(), "cells {cells}");
-            for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
-                assert_eq!(
-                    growing.value_at_quantile(q),
-                    sized.value_at_quantile(q),
-                    "cells {cells}, quantile {q}"
-                );
-            }
-            // Their sums over ports (the report's per-tier depth) agree too.
-            let (mut a, mut b) = (growing.clone(), sized.clone());
-            a.add(&growing).unwrap();
-            b.add(&sized).unwrap();
-            assert_eq!(a.value_at_quantile(0.99), b.value_at_quantile(0.99));
-            assert_eq!(a.len(), b.len());
+            assert_same_figures(&growing, &sized, cells);
         }
     }
 }
