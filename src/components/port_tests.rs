@@ -98,19 +98,24 @@ fn control_goes_first_among_ready_packets_only() {
     assert_eq!(p.poll_transmit(SimTime(0)).unwrap().pkt, 3);
 }
 
+/// Sends `n` queued packets at time 0, one after the other: `field` of each, in order.
+fn send_all<T>(p: &mut EgressPort, n: usize, field: impl Fn(&Transmit) -> T) -> Vec<T> {
+    (0..n)
+        .map(|_| {
+            let v = field(&p.poll_transmit(SimTime(0)).unwrap());
+            p.handle_tx_done();
+            v
+        })
+        .collect()
+}
+
 #[test]
 fn fifo_within_a_class() {
     let mut p = switch_port();
     for i in 0..5 {
         p.enqueue(q(i, 500, 0, false));
     }
-    let order: Vec<PktId> = (0..5)
-        .map(|_| {
-            let t = p.poll_transmit(SimTime(0)).unwrap().pkt;
-            p.handle_tx_done();
-            t
-        })
-        .collect();
+    let order = send_all(&mut p, 5, |t| t.pkt);
     assert_eq!(order, vec![0, 1, 2, 3, 4]);
 }
 
@@ -254,13 +259,7 @@ fn red_marks_by_the_queue_left_behind() {
     for i in 0..5 {
         p.enqueue(q(i, 1000, 0, false));
     }
-    let marks: Vec<bool> = (0..5)
-        .map(|_| {
-            let m = p.poll_transmit(SimTime(0)).unwrap().ecn_marked;
-            p.handle_tx_done();
-            m
-        })
-        .collect();
+    let marks = send_all(&mut p, 5, |t| t.ecn_marked);
     assert!(marks[0]);
     assert!(!marks[3] && !marks[4]);
     p.enqueue(q(9, 64, 0, true));

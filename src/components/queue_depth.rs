@@ -32,8 +32,7 @@ impl DepthCounts {
     /// Counts depth `v` as `record_depth` records it for a buffer of `cells`.
     #[inline]
     pub fn record(&mut self, v: u64, cells: u64) {
-        let v = if v > sized_top(cells) { cells } else { v };
-        let i = index_of(v);
+        let i = index_of(clamped(v, cells));
         if i >= self.counts.len() {
             self.counts.resize(i + 1, 0);
         }
@@ -94,8 +93,19 @@ pub(super) fn queue_histogram() -> Histogram<u32> {
 /// same rule); kept as the reference the tests hold the counts to.
 #[cfg(test)]
 fn record_depth(h: &mut Histogram<u32>, v: u64, cells: u64) {
-    let v = if v > sized_top(cells) { cells } else { v };
-    h.record(v).expect("a growing histogram takes any depth");
+    h.record(clamped(v, cells))
+        .expect("a growing histogram takes any depth");
+}
+
+/// Depth `v` as a histogram sized for `cells` holds it: itself up to its reach
+/// ([`sized_top`]), `cells` past it.
+#[inline]
+fn clamped(v: u64, cells: u64) -> u64 {
+    if v > sized_top(cells) {
+        cells
+    } else {
+        v
+    }
 }
 
 /// The deepest depth a histogram made with `new_with_bounds(1, cells, 2)` records as

@@ -124,6 +124,14 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
+/// `doorbell args`, with environment variable `var` set to `value`, is refused as bad
+/// input (exit 2) with a message that contains `says`.
+pub fn assert_env_refused(var: &str, value: &str, args: &[&std::ffi::OsStr], says: &str) {
+    let o = bin().env(var, value).args(args).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{var}={value}: {}", stderr(&o));
+    assert!(stderr(&o).contains(says), "{var}={value}: {}", stderr(&o));
+}
+
 /// Every result file under `dir` but `perf.json` (which holds wall times), as sorted
 /// paths relative to `dir`.
 pub fn result_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

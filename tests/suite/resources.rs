@@ -3,7 +3,7 @@
 //! running stops with exit 2 instead of being killed or aborting, and `validate` prints
 //! the estimate. Costs are in `sim::footprint`.
 
-use crate::common::{bin, stderr};
+use crate::common::{assert_env_refused, bin, stderr};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -64,17 +64,11 @@ fn a_run_that_cannot_fit_is_refused_before_it_starts() {
         "{}",
         stderr(&o)
     );
-    let o = bin()
-        .env("DOORBELL_MEMORY_LIMIT", "plenty")
-        .arg("validate")
-        .arg(&sc)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("DOORBELL_MEMORY_LIMIT: expected a size"),
-        "{}",
-        stderr(&o)
+    assert_env_refused(
+        "DOORBELL_MEMORY_LIMIT",
+        "plenty",
+        &["validate".as_ref(), sc.as_os_str()],
+        "DOORBELL_MEMORY_LIMIT: expected a size",
     );
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -3,7 +3,7 @@
 //! result file but `perf.json` (wall times), which must say the run was split (or why it
 //! was not).
 
-use crate::common::{bin, result_files, stderr};
+use crate::common::{assert_env_refused, bin, result_files, stderr};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -439,18 +439,18 @@ fn split_needs_enough_work_per_window() {
     assert_eq!(v["threads"], 2, "{v}");
     assert!(v["windows"].as_u64().unwrap() > 1024, "{v}");
     let out = tmpdir("work-bad");
-    let o = bin()
-        .env("DOORBELL_SPLIT_MIN_EVENTS", "lots")
-        .args(["run", "scenarios/incast.yaml", "--quiet", "--out"])
-        .arg(&out)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("DOORBELL_SPLIT_MIN_EVENTS"),
-        "{}",
-        stderr(&o)
+    let sc = root().join("scenarios/incast.yaml");
+    assert_env_refused(
+        "DOORBELL_SPLIT_MIN_EVENTS",
+        "lots",
+        &[
+            "run".as_ref(),
+            sc.as_os_str(),
+            "--quiet".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        "DOORBELL_SPLIT_MIN_EVENTS",
     );
     let _ = std::fs::remove_dir_all(&out);
 }
