@@ -44,7 +44,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use std::collections::VecDeque;
 
-use super::queue_depth::DepthCounts;
+use super::queue_depth::{self, DepthCounts};
 use super::{credit_blocks, DropReason, CELL_BYTES, NO_PORT};
 
 /// RED marking on the instantaneous egress queue: no mark below `kmin` bytes,
@@ -166,10 +166,11 @@ pub struct EgressPort {
     // ---- lines 3-4: queue-depth statistics, credits on their way back ----
     /// Sum of queue depths seen by arriving packets (for the mean).
     pub queue_sample_sum: u128,
-    /// Samples not yet in `queue_hist`: recorded QUEUE_BATCH at a time, so a busy
-    /// port's histogram lines are fetched once per batch, not once per packet (the same
+    /// Samples not yet in `queue_hist`, as their histogram indices
+    /// (`queue_depth::index_of`, which fits 16 bits): counted QUEUE_BATCH at a time, so
+    /// a busy port's counts are fetched once per batch, not once per packet (the same
     /// counts in the end; [`EgressPort::flush_stats`] empties it).
-    queue_batch: [u32; QUEUE_BATCH],
+    queue_batch: [u16; QUEUE_BATCH],
     /// IB credits on their way back, in the order they land: the engine key each lands
     /// under and its blocks.
     returning: VecDeque<(u128, u32)>,
@@ -185,9 +186,10 @@ pub struct EgressPort {
     credit_limit: u64,
     stall_ps: u64,
     /// Queue depth seen by arriving packets, in 64-byte cells, counted by histogram
-    /// index (`queue_histogram` makes the histogram; made at the first packet, so idle
-    /// ports cost no memory; boxed, as it is touched once per QUEUE_BATCH packets).
-    queue_hist: Option<Box<DepthCounts>>,
+    /// index (`queue_histogram` makes the histogram; its counts are allocated at the
+    /// first batch, so idle ports cost no memory). Kept in the port, not boxed, so a
+    /// batch's count reads no line but the port's and the counts'.
+    queue_hist: DepthCounts,
     hist_cells: u64,
     pub drops: [u64; 3],
     pub drop_bytes: u64,
@@ -195,7 +197,7 @@ pub struct EgressPort {
 }
 
 /// Queue-depth samples a port batches before it records them.
-const QUEUE_BATCH: usize = 16;
+const QUEUE_BATCH: usize = 32;
 
 impl EgressPort {
     /// A port on `link`; `buffer` sizes its queue histogram, `credits` is the IB credit
@@ -227,7 +229,7 @@ impl EgressPort {
             max_queue_bytes: 0,
             queue_sample_sum: 0,
             queue_samples: 0,
-            queue_hist: None,
+            queue_hist: DepthCounts::default(),
             queue_batch: [0; QUEUE_BATCH],
             queue_batch_len: 0,
             drops: [0; 3],
@@ -302,8 +304,8 @@ impl EgressPort {
         self.max_queue_bytes = self.max_queue_bytes.max(q);
         self.queue_sample_sum += q as u128;
         self.queue_samples += 1;
-        let cells = q.div_ceil(CELL_BYTES).min(u32::MAX as u64) as u32;
-        self.queue_batch[self.queue_batch_len as usize] = cells;
+        let cells = q.div_ceil(CELL_BYTES).min(u32::MAX as u64);
+        self.queue_batch[self.queue_batch_len as usize] = queue_depth::index_of(cells) as u16;
         self.queue_batch_len += 1;
         if self.queue_batch_len as usize == QUEUE_BATCH {
             self.flush_stats();
@@ -317,9 +319,8 @@ impl EgressPort {
             return;
         }
         let cells = self.hist_cells;
-        let h = self.queue_hist.get_or_insert_with(Box::default);
-        for &v in &self.queue_batch[..self.queue_batch_len as usize] {
-            h.record(v as u64, cells);
+        for &i in &self.queue_batch[..self.queue_batch_len as usize] {
+            self.queue_hist.record_index(i as usize, cells);
         }
         self.queue_batch_len = 0;
     }
@@ -680,11 +681,11 @@ impl EgressPort {
     pub fn queue_histogram(&self) -> Option<Histogram<u32>> {
         let pending = &self.queue_batch[..self.queue_batch_len as usize];
         if pending.is_empty() {
-            return self.queue_hist.as_deref().map(DepthCounts::histogram);
+            return (!self.queue_hist.is_empty()).then(|| self.queue_hist.histogram());
         }
-        let mut counts = self.queue_hist.as_deref().cloned().unwrap_or_default();
-        for &v in pending {
-            counts.record(v as u64, self.hist_cells);
+        let mut counts = self.queue_hist.clone();
+        for &i in pending {
+            counts.record_index(i as usize, self.hist_cells);
         }
         Some(counts.histogram())
     }

@@ -304,3 +304,43 @@ fn queue_depth_is_sampled_as_arrivals_find_it() {
     assert_eq!(p.mean_queue_bytes(), 500.0);
     assert_eq!(p.p99_queue_bytes(), 1000);
 }
+
+/// A port's depths, kept as indices in batches and counted a batch at a time, make the
+/// histogram recording each depth as it came makes (`queue_depth::record_depth`, the
+/// rule every result file was made with), with a partial batch pending and after
+/// several whole ones, and with depths past what a histogram sized for the buffer
+/// holds (a 16 KiB buffer: 257 cells, depths to 1,560). An idle port has none.
+#[test]
+fn batched_depth_indices_make_the_recorded_histogram() {
+    let mut p = EgressPort::new(
+        Tier::LeafToSpine,
+        link(),
+        Some(0),
+        Node::Switch(1),
+        16 << 10,
+    );
+    assert!(p.queue_histogram().is_none());
+    let cells = (16 << 10) / CELL_BYTES + 1;
+    let mut recorded = super::queue_depth::queue_histogram();
+    for k in 0..100u64 {
+        // Each 1,000-byte packet finds the k before it queued.
+        super::queue_depth::record_depth(&mut recorded, (k * 1000).div_ceil(CELL_BYTES), cells);
+        p.enqueue(q(k as PktId, 1000, 0, false));
+        if k == 40 || k == 99 {
+            let made = p.queue_histogram().expect("depths were seen");
+            let bins = |h: &Histogram<u32>| -> Vec<(u64, u32)> {
+                h.iter_recorded()
+                    .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                    .collect()
+            };
+            assert_eq!(bins(&made), bins(&recorded), "after {} depths", k + 1);
+        }
+    }
+    // Past the buffer's reach (511 cells) depths count as the buffer's 257: the 67
+    // from the 34th packet's on (33,000 bytes, 516 cells). The deepest kept is the
+    // 33rd's, 500 cells (in the bucket of 500 and 501).
+    let h = p.queue_histogram().unwrap();
+    assert_eq!((h.count_at(257), h.max()), (67, 501));
+    p.flush_stats();
+    assert_eq!(p.queue_histogram().unwrap().len(), 100);
+}
