@@ -73,6 +73,9 @@ pub fn validate_cmd(scenario: &Path, set: Vec<String>) -> ExitCode {
                     "default: twice the longest a queue pair waits before it fails, at least 1 s"
                 }
             );
+            for a in scenario::advice::advisories(&sc) {
+                eprintln!("warning: {a}");
+            }
             if w.events > footprint::LARGE_RUN_EVENTS {
                 eprintln!(
                     "warning: a large run (about {:.1e} events): shorten it (`duration`, Poisson `until`, fewer iterations or sizes) or run it on a big machine",

@@ -300,6 +300,10 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            // Printed with --quiet too: the figures the run writes depend on them.
+            for w in scenario::advice::advisories(&sc) {
+                eprintln!("warning: {w}");
+            }
             let (f, runs) = footprint_of(&sc);
             let (threads, copies) = threads_for_run(&sc, threads, jobs, runs, quiet);
             doorbell::sim::set_threads(threads);

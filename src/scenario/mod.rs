@@ -7,6 +7,7 @@
 //! buffer) and resolves defaults. `--set a.b.c=value` overrides are applied to the YAML
 //! tree before the second pass.
 
+pub mod advice;
 pub mod locate;
 pub mod resolve;
 pub mod schema;
