@@ -10,7 +10,7 @@
 //! websearch-128 0.980x the wall time; permutation-8192's peak 252 -> 244 MiB). The
 //! port keeps each sample's index (16 bits) in a batch of 32 in its own lines and
 //! counts a batch at a time into counts it holds unboxed, the clamp past the buffer
-//! taken on the index (stop 49: permutation-8192 0.9625x, 3 pairs).
+//! taken on the index (stop 49: permutation-8192 0.9625x and 0.940x, 3 and 4 pairs).
 //!
 //! Leaves out: nothing of the sized histogram's behaviour; only its memory.
 

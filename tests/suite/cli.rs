@@ -653,6 +653,19 @@ fn compare_sets_on_several_cores_write_the_same_bytes() {
 fn routing_that_reorders_over_plain_rc_is_warned_of() {
     let sc = root().join("scenarios/quickstart.yaml");
     let d = tmpdir("reorder-warning");
+    let out = d.join("run");
+    let validate = ["validate", sc.to_str().unwrap()];
+    let run = [
+        "run",
+        sc.to_str().unwrap(),
+        "--quiet",
+        "--no-plot",
+        "--force",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "duration=20us",
+    ];
     for (set, warned) in [
         (vec!["routing=adaptive"], true),
         (vec!["routing=spray"], true),
@@ -661,34 +674,19 @@ fn routing_that_reorders_over_plain_rc_is_warned_of() {
             false,
         ),
     ] {
-        let mut args = vec!["validate", sc.to_str().unwrap()];
-        for s in &set {
-            args.extend(["--set", s]);
+        for command in [&validate[..], &run[..]] {
+            let mut args = command.to_vec();
+            for s in &set {
+                args.extend(["--set", s]);
+            }
+            let o = run_ok(&args);
+            assert_eq!(
+                stderr(&o).contains("over plain (in-order) RC: packets that overtake"),
+                warned,
+                "{} {set:?}: {}",
+                command[0],
+                stderr(&o)
+            );
         }
-        let o = run_ok(&args);
-        assert_eq!(
-            stderr(&o).contains("over plain (in-order) RC"),
-            warned,
-            "{set:?}"
-        );
-        let out = d.join("run");
-        let mut args = vec![
-            "run",
-            sc.to_str().unwrap(),
-            "--quiet",
-            "--no-plot",
-            "--force",
-        ];
-        args.extend(["--out", out.to_str().unwrap(), "--set", "duration=20us"]);
-        for s in &set {
-            args.extend(["--set", s]);
-        }
-        let o = run_ok(&args);
-        assert_eq!(
-            stderr(&o).contains("out_of_order: true"),
-            warned,
-            "{set:?}: {}",
-            stderr(&o)
-        );
     }
 }
