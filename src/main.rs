@@ -253,6 +253,9 @@ fn main() -> ExitCode {
                     eprintln!("error: {e}");
                     return ExitCode::from(e.exit_code());
                 }
+                for (w, n) in p.advisories() {
+                    eprintln!("warning: {n} of {} candidates: {w}", p.candidates.len());
+                }
                 p.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
                 let (choice, ev) = p.decide();
                 out!("{}", p.report(choice, &ev));
@@ -630,6 +633,11 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Printed with --quiet too: the figures the points write depend on them.
+    let points = plan.points.iter().filter_map(|p| plan.scenario(p, 0).ok());
+    for (w, n) in doorbell::scenario::advice::across(points) {
+        eprintln!("warning: {n} of {} sweep points: {w}", plan.points.len());
+    }
     let shard = match doorbell::sweep::shard_of(a.shard.as_deref()) {
         Ok(s) => s,
         Err(e) => {

@@ -362,6 +362,14 @@ pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ScenarioError> {
 }
 
 impl Plan {
+    /// The warnings the candidates' scenarios earn, each once, with how many earn it
+    /// (`scenario::advice`).
+    pub fn advisories(&self) -> Vec<(String, usize)> {
+        crate::scenario::advice::across(
+            self.candidates.iter().filter_map(|c| self.scenario(c).ok()),
+        )
+    }
+
     fn scenario(&self, c: &Candidate) -> Result<Scenario, ScenarioError> {
         let mut set = self.overrides.set.clone();
         set.extend(c.set.iter().map(|(k, v)| format!("{k}={v}")));

@@ -1,5 +1,6 @@
 //! Settings that are valid but give figures a user may misread: each becomes a
-//! `warning:` line when the scenario is run or validated, and the run goes on.
+//! `warning:` line when the scenario is run or validated, or a sweep or plan runs a
+//! point that earns it (once, with how many points), and the run goes on.
 //!
 //! - Spraying or adaptive routing over plain (in-order) RC. Both policies send a flow's
 //!   packets over different paths, so packets overtake one another; plain RC takes every
@@ -31,6 +32,21 @@ pub fn advisories(sc: &Scenario) -> Vec<String> {
         for set in &sc.compare {
             let ooo = Some(set.rc.params.out_of_order.is_some());
             reordering(set.routing.policy, ooo, Some(&set.name), &mut out);
+        }
+    }
+    out
+}
+
+/// The warnings a sweep's points or a plan's candidates earn, each once, with how many
+/// of the `scenarios` earn it, in the order first earned.
+pub fn across(scenarios: impl IntoIterator<Item = Scenario>) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for sc in scenarios {
+        for w in advisories(&sc) {
+            match out.iter_mut().find(|(x, _)| *x == w) {
+                Some((_, n)) => *n += 1,
+                None => out.push((w, 1)),
+            }
         }
     }
     out
@@ -97,6 +113,20 @@ mod tests {
         }
         // Raw transport has no RC to resend.
         assert!(advisories(&scenario("routing: spray\ntransport: { mode: raw }")).is_empty());
+    }
+
+    #[test]
+    fn many_runs_earn_each_warning_once_with_a_count() {
+        let runs =
+            ["spray", "ecmp", "spray", "adaptive"].map(|p| scenario(&format!("routing: {p}")));
+        let w = across(runs);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].0.contains("routing `spray`") && w[0].1 == 2, "{w:?}");
+        assert!(
+            w[1].0.contains("routing `adaptive`") && w[1].1 == 1,
+            "{w:?}"
+        );
+        assert!(across([scenario("routing: ecmp")]).is_empty());
     }
 
     #[test]

@@ -690,3 +690,37 @@ fn routing_that_reorders_over_plain_rc_is_warned_of() {
         }
     }
 }
+
+/// A sweep whose points route per packet over plain RC says so on standard error,
+/// once per warning with how many points earn it, and still runs.
+#[test]
+fn sweep_points_spraying_over_plain_rc_are_warned_of_once() {
+    let (d, sc) = scenario_file(
+        "sweep-warning",
+        "topology: { leaves: 2, spines: 2, hosts_per_leaf: 2, host_link: { rate: 100Gbps, latency: 200ns } }
+workload:
+  - permutation: { size: 100KB }
+sweep:
+  grid:
+    routing: [ecmp, spray, adaptive]
+    seed: [1, 2]
+",
+    );
+    let out = d.join("out");
+    let o = run_ok(&[
+        "sweep",
+        sc.to_str().unwrap(),
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    for policy in ["spray", "adaptive"] {
+        let line = format!("warning: 2 of 6 sweep points: routing `{policy}` over plain");
+        assert_eq!(
+            stderr(&o).matches(&line).count(),
+            1,
+            "{policy}: {}",
+            stderr(&o)
+        );
+    }
+}

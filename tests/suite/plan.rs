@@ -240,3 +240,19 @@ fn targets_no_fabric_could_meet_are_called_unmeetable() {
     let (choice, ev) = p.decide();
     assert!(!p.report(choice, &ev).contains("unmeetable"));
 }
+
+/// A plan's candidates that route per packet over plain RC earn the scenario's
+/// warning, once, with how many of them earn it (`doorbell plan` prints it).
+#[test]
+fn candidates_spraying_over_plain_rc_are_warned_of_once() {
+    let yaml = BASE
+        .replace("transport: { mode: raw }\n", "")
+        .replace("routing: static", "routing: spray");
+    let p = plan_ok(&format!(
+        "{yaml}plan: {{ targets: {{ goodput_min: 1Gbps }}, candidates: [ {{ topology.spines: 2 }}, {{ topology.spines: 4 }}, {{ transport.rc.out_of_order: true }} ] }}\n"
+    ));
+    let w = p.advisories();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].0.contains("routing `spray` over plain"), "{w:?}");
+    assert_eq!(w[0].1, 2, "two of three candidates run plain RC");
+}
