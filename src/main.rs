@@ -633,9 +633,18 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Printed with --quiet too: the figures the points write depend on them.
+    // One pass over the points' scenarios: the warnings they earn (printed with --quiet
+    // too: the figures the points write depend on them) and the biggest point's memory.
+    let mut biggest = footprint::Footprint::default();
     let points = plan.points.iter().filter_map(|p| plan.scenario(p, 0).ok());
-    for (w, n) in doorbell::scenario::advice::across(points) {
+    let advice = doorbell::scenario::advice::across(points.inspect(|sc| {
+        let f = footprint::estimate(sc);
+        // The last of equals, as `max_by` takes it.
+        if f.bytes_at_most() >= biggest.bytes_at_most() {
+            biggest = f;
+        }
+    }));
+    for (w, n) in advice {
         eprintln!("warning: {n} of {} sweep points: {w}", plan.points.len());
     }
     let shard = match doorbell::sweep::shard_of(a.shard.as_deref()) {
@@ -699,13 +708,6 @@ fn sweep_cmd(a: SweepArgs) -> ExitCode {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     // Memory: the biggest point's run, as many at once as there are threads.
     let concurrent = threads.min(jobs.len()).max(1);
-    let biggest = plan
-        .points
-        .iter()
-        .filter_map(|p| plan.scenario(p, 0).ok())
-        .map(|sc| footprint::estimate(&sc))
-        .max_by(|a, b| a.bytes_at_most().total_cmp(&b.bytes_at_most()))
-        .unwrap_or_default();
     let together = (1..concurrent).fold(biggest, |acc, _| acc + biggest);
     if let Err(code) = preflight(together, concurrent) {
         return code;

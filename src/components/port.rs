@@ -318,10 +318,10 @@ impl EgressPort {
         if self.queue_batch_len == 0 {
             return;
         }
-        let cells = self.hist_cells;
-        for &i in &self.queue_batch[..self.queue_batch_len as usize] {
-            self.queue_hist.record_index(i as usize, cells);
-        }
+        self.queue_hist.record_indices(
+            &self.queue_batch[..self.queue_batch_len as usize],
+            self.hist_cells,
+        );
         self.queue_batch_len = 0;
     }
 
@@ -684,9 +684,7 @@ impl EgressPort {
             return (!self.queue_hist.is_empty()).then(|| self.queue_hist.histogram());
         }
         let mut counts = self.queue_hist.clone();
-        for &i in pending {
-            counts.record_index(i as usize, self.hist_cells);
-        }
+        counts.record_indices(pending, self.hist_cells);
         Some(counts.histogram())
     }
 

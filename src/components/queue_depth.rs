@@ -33,29 +33,28 @@ const LEADING_ZERO_BASE: u32 = 56;
 
 impl DepthCounts {
     /// Counts depth `v` as `record_depth` records it for a buffer of `cells` (what
-    /// the tests hold [`DepthCounts::record_index`] to).
+    /// the tests hold [`DepthCounts::record_indices`] to).
     #[cfg(test)]
     pub fn record(&mut self, v: u64, cells: u64) {
-        self.record_index(index_of(v), cells);
+        self.record_indices(&[index_of(v) as u16], cells);
     }
 
-    /// Counts a depth by its index, `index_of(v)`, for a buffer of `cells`: as
-    /// `record(v, cells)` does, the clamp past the buffer taken on the index (the
+    /// Counts depths given by their indices, `index_of(v)`, for a buffer of `cells`:
+    /// as `record(v, cells)` does, the clamp past the buffer taken on the index (the
     /// index is monotone in the depth, and the first depth past a histogram's reach,
     /// a power of two, starts an index of its own, so `v > sized_top(cells)` exactly
     /// when its index is past the top's). A port keeps its samples' indices, which fit
     /// 16 bits, and counts them a batch at a time.
     #[inline]
-    pub fn record_index(&mut self, i: usize, cells: u64) {
-        let i = if i > index_of(sized_top(cells)) {
-            index_of(cells)
-        } else {
-            i
-        };
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+    pub fn record_indices(&mut self, indices: &[u16], cells: u64) {
+        let (top, clamp) = (index_of(sized_top(cells)), index_of(cells));
+        for &i in indices {
+            let i = if i as usize > top { clamp } else { i as usize };
+            if i >= self.counts.len() {
+                self.counts.resize(i + 1, 0);
+            }
+            self.counts[i] = self.counts[i].saturating_add(1);
         }
-        self.counts[i] = self.counts[i].saturating_add(1);
     }
 
     /// Whether no depth was counted.
@@ -123,7 +122,7 @@ pub(super) fn record_depth(h: &mut Histogram<u32>, v: u64, cells: u64) {
 
 /// Depth `v` as a histogram sized for `cells` holds it: itself up to its reach
 /// ([`sized_top`]), `cells` past it. The reference the index's clamp
-/// (`DepthCounts::record_index`) is held to.
+/// (`DepthCounts::record_indices`) is held to.
 #[cfg(test)]
 fn clamped(v: u64, cells: u64) -> u64 {
     if v > sized_top(cells) {

@@ -59,23 +59,16 @@ fn reordering(
     set: Option<&str>,
     out: &mut Vec<String>,
 ) {
-    let name = match policy {
-        Routing::Spray => "spray",
-        Routing::Adaptive => "adaptive",
-        _ => return,
-    };
-    if out_of_order != Some(false) {
+    if !matches!(policy, Routing::Spray | Routing::Adaptive) || out_of_order != Some(false) {
         return;
     }
+    let name = policy.name();
     let (at, fix) = match set {
         Some(s) => (
             format!("compare set `{s}`: "),
-            "`out_of_order: true` to the set".to_string(),
+            "`out_of_order: true` to the set",
         ),
-        None => (
-            String::new(),
-            "`transport: { rc: { out_of_order: true } }`".to_string(),
-        ),
+        None => (String::new(), "`transport: { rc: { out_of_order: true } }`"),
     };
     out.push(format!(
         "{at}routing `{name}` over plain (in-order) RC: packets that overtake others are taken \
