@@ -84,6 +84,12 @@ pub fn ideal_landed_paced(
     }
 }
 
+/// An RDMA WRITE of `bytes` inline from host `a` to host `b`, alone on the fabric: when
+/// its last byte lands (a small control message, such as NCCL's clear-to-send).
+pub fn ideal_inline_write(sc: &Scenario, a: u32, b: u32, bytes: u64) -> SimDuration {
+    one_way(sc, a, b, bytes, RETH_BYTES, 0, None)
+}
+
 /// `bytes` of payload from `a` to `b` alone on the scenario's fabric, in MTU packets the
 /// first of which carries `first_extra` more bytes and the last `last_extra` more.
 fn one_way(
@@ -668,6 +674,27 @@ mod tests {
         );
         // header (8 ns) then the full packet (80 ns) on the second hop.
         assert_eq!(t.0, 8_000 + 80_000);
+    }
+
+    /// A clear-to-send (64 bytes inline, with its RETH) from a host on leaf 0 to one on
+    /// leaf 1, store-and-forward: four links each carrying the one packet in full after
+    /// the one before (its bytes at 100 Gb/s plus 1 us), and three switches' 500 ns.
+    #[test]
+    fn an_inline_write_crosses_each_hop_whole_store_and_forward() {
+        let yaml = "name: t\ntopology: { leaves: 2, spines: 1, hosts_per_leaf: 1, \
+                    host_link: { rate: 100Gbps, latency: 1us } }\n\
+                    switch: { latency: 500ns, forwarding: store_and_forward }\n\
+                    workload:\n  - permutation: { size: 1KB }\n";
+        let sc = crate::scenario::parse_str(yaml, "t.yaml", "t", &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let wire = 64 + RETH_BYTES + sc.encapsulation.overhead_bytes();
+        // 8 bits at 100 Gb/s: 80 ps a byte.
+        let hop = wire * 80 + 1_000_000;
+        assert_eq!(ideal_inline_write(&sc, 0, 1, 64).0, 4 * hop + 3 * 500_000);
+        assert_eq!(
+            ideal_inline_write(&sc, 1, 0, 64),
+            ideal_inline_write(&sc, 0, 1, 64)
+        );
     }
 
     #[test]

@@ -78,6 +78,9 @@ pub enum Event {
     CollArrive { run: u32, xfer: u32 },
     /// Transfer `xfer` of collective run `run` has landed (and been reduced).
     CollDone { run: u32, xfer: u32 },
+    /// A clear-to-send of collective run `run` reaches the sender of connection `conn`
+    /// (`sender * channels + channel`).
+    CollClear { run: u32, conn: u32 },
     /// Training job `job` starts its first step.
     TrainStart { job: u32 },
     /// Training job `job`'s timers (compute phases, NVLink sends) may be due.

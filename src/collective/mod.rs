@@ -20,7 +20,9 @@
 //! same slice of the step before.
 //!
 //! Sends are posted in program order as soon as they are ready and the receiver has one
-//! of its `NCCL_STEPS` buffer slots free (a slice takes two). An iteration ends when the last rank has its
+//! of its `NCCL_STEPS` buffer slots free (a slice takes two), as the sender knows: a
+//! receiver on another server frees a slot by a clear-to-send, NCCL's FIFO write
+//! (`net_ib`: `ncclIbPostFifo`), which the glue delivers one fabric latency later. An iteration ends when the last rank has its
 //! last piece; the next is launched then (a barrier, where nccl-tests only waits per
 //! rank): its kernel starts once the CPU has enqueued it and after NCCL's launch
 //! latency (`protocol`). Each size runs with the algorithm and protocol given, or NCCL's
@@ -196,6 +198,17 @@ pub fn busbw_factor(op: CollectiveOp, n: u32) -> f64 {
     }
 }
 
+/// A receiver's buffer slot came free and its sender on another server must hear of it
+/// (NCCL's clear-to-send, `ring`): the glue delivers it one fabric latency later
+/// ([`CollectiveRun::on_clear_to_send`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClearToSend {
+    /// The rank that freed the slot, and the one told.
+    pub receiver: u32,
+    pub sender: u32,
+    pub channel: u32,
+}
+
 /// A transfer the glue must carry: `bytes` from rank `src` to rank `dst` on `channel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Send {
@@ -229,6 +242,9 @@ struct Xfer {
 struct Progress {
     next_send: u32,
     recv_done: u32,
+    /// Buffer slots its receiver has freed, as this sender knows of them: each free
+    /// slot's clear-to-send (`ring`, `on_clear_to_send`).
+    cleared: u32,
     /// `layout.sends` and `layout.recvs` of this rank and channel.
     sends: u32,
     recvs: u32,
@@ -345,6 +361,8 @@ pub struct CollectiveRun {
     /// When the launched iteration's kernel starts moving data (the glue wakes the run
     /// then: `take_wake`, `on_wake`).
     wake: Option<SimTime>,
+    /// Clear-to-sends across servers, for the glue to deliver (`take_clear_to_sends`).
+    clear_to_send: Vec<ClearToSend>,
     /// Runs an iteration only when told (`trigger`), not back to back (a training
     /// step's collectives); `completions` counts the iterations done since asked.
     pub on_demand: bool,
@@ -477,6 +495,7 @@ impl CollectiveRun {
             algo: choices[0].0,
             proto: choices[0].1,
             wake: None,
+            clear_to_send: Vec::new(),
             on_demand: false,
             completions: 0,
             started: false,
@@ -632,6 +651,7 @@ impl CollectiveRun {
                 Progress {
                     next_send: 0,
                     recv_done: 0,
+                    cleared: 0,
                     sends: self.layout.sends[i],
                     recvs: self.layout.recvs[i],
                     pos,
@@ -856,8 +876,8 @@ impl CollectiveRun {
             self.channel_done(x.dst);
         }
         self.issue(x.dst, x.channel, out);
-        // A buffer slot came free at the receiver: its sender may go on.
-        self.issue(x.src, x.channel, out);
+        // A buffer slot came free at the receiver: its sender may go on once it knows.
+        self.slot_freed(x.src, x.dst, x.channel, self.progress[i].recv_done - 1, out);
         if self.ranks_done == self.n {
             self.finish_iteration(now);
         }

@@ -1,7 +1,8 @@
 //! The ring runtime's rules (NCCL's `src/device/all_reduce.h`, `prims_simple.h`): how a
 //! size is laid out in loops and pieces per channel, which piece a rank sends at each
 //! step and to whom, and when a send is ready (its predecessor's piece has landed and
-//! the receiver has a buffer slot free). With Simple, allreduce, reduce-scatter and
+//! the receiver has a buffer slot free, as the sender knows: a receiver on another
+//! server tells it with a clear-to-send, `slot_freed`). With Simple, allreduce, reduce-scatter and
 //! allgather send each step's chunk as NCCL's two slices (`protocol::Slicing`): slice j
 //! of a step waits only for slice j of the step before, so the next rank forwards the
 //! first half while the second is still on its way. The state lives in `CollectiveRun`.
@@ -144,6 +145,54 @@ impl CollectiveRun {
         (pos[p as usize] + self.n - pos[self.cfg.root as usize]) % self.n
     }
 
+    /// Receiver `dst` has taken its receive `taken` (0-based) on channel `c` from
+    /// `src`, freeing that buffer slot. Inside a server the sender sees it at once (it
+    /// polls the receiver's head over NVLink, P2P transport); across servers the
+    /// receiver's proxy posts the slot's receive and with it a clear-to-send, an inline
+    /// RDMA WRITE into the sender's FIFO (`net_ib`: `ncclIbIrecv`, `ncclIbPostFifo`), which
+    /// the glue delivers one fabric latency later. A slot past the sender's last send
+    /// clears nothing it waits for, and is not told (so none is in flight when the
+    /// iteration ends).
+    pub(super) fn slot_freed(
+        &mut self,
+        src: u32,
+        dst: u32,
+        c: u32,
+        taken: u32,
+        out: &mut Vec<Send>,
+    ) {
+        let i = (src * self.cfg.channels + c) as usize;
+        // Alltoall's receivers keep a slot per sender: no window to clear.
+        if self.cfg.op == CollectiveOp::Alltoall
+            || taken + self.layout.slicing.window() >= self.progress[i].sends
+        {
+            return;
+        }
+        if self.ranks[src as usize].server == self.ranks[dst as usize].server {
+            self.progress[i].cleared += 1;
+            self.issue(src, c, out);
+        } else {
+            self.clear_to_send.push(super::ClearToSend {
+                receiver: dst,
+                sender: src,
+                channel: c,
+            });
+        }
+    }
+
+    /// The clear-to-sends the last input made, for the glue to deliver (and empties
+    /// the list).
+    pub fn take_clear_to_sends(&mut self, into: &mut Vec<super::ClearToSend>) {
+        into.append(&mut self.clear_to_send);
+    }
+
+    /// Rank `sender`'s clear-to-send for channel `c` arrived: one more slot is free at
+    /// its receiver.
+    pub fn on_clear_to_send(&mut self, sender: u32, c: u32, out: &mut Vec<Send>) {
+        self.progress[(sender * self.cfg.channels + c) as usize].cleared += 1;
+        self.issue(sender, c, out);
+    }
+
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
     pub(super) fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
         let n = self.n;
@@ -187,12 +236,10 @@ impl CollectiveRun {
                 }
             };
             // NCCL_STEPS buffer slots per connection, a slice taking `steps_per_slice` of
-            // them: at most `window` transfers sent and not yet taken by the receiver
+            // them: at most `window` transfers sent and not yet cleared by the receiver
             // (alltoall's peers each have their own).
-            let slot_free = self.cfg.op == CollectiveOp::Alltoall || {
-                let d = (dst * self.cfg.channels + c) as usize;
-                k < self.progress[d].recv_done + self.layout.slicing.window()
-            };
+            let slot_free = self.cfg.op == CollectiveOp::Alltoall
+                || k < g.cleared + self.layout.slicing.window();
             if !ready || !slot_free {
                 return;
             }

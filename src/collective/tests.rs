@@ -50,6 +50,16 @@ pub(super) fn wake(run: &mut CollectiveRun, out: &mut Vec<Send>) {
     }
 }
 
+/// Transfer `xfer` is done at `t`, and the clear-to-sends it makes arrive at once.
+pub(super) fn done(run: &mut CollectiveRun, t: SimTime, xfer: u32, out: &mut Vec<Send>) {
+    run.on_done(t, xfer, out);
+    let mut cts = Vec::new();
+    run.take_clear_to_sends(&mut cts);
+    for c in cts {
+        run.on_clear_to_send(c.sender, c.channel, out);
+    }
+}
+
 /// A run over `n` ranks, one per server, launched: its first transfers queued.
 fn launched(c: &Collective, n: u32) -> (CollectiveRun, std::collections::VecDeque<Send>) {
     let ranks = (0..n)
@@ -81,7 +91,7 @@ fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
         sends += 1;
         bytes += s.bytes;
         t += 1;
-        run.on_done(SimTime(t), s.xfer, &mut out);
+        done(&mut run, SimTime(t), s.xfer, &mut out);
         wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
@@ -131,7 +141,7 @@ fn a_lost_contribution_is_counted_wrong() {
             run.xfers[s.xfer as usize].sum = 0;
             first = false;
         }
-        run.on_done(SimTime(1), s.xfer, &mut out);
+        done(&mut run, SimTime(1), s.xfer, &mut out);
         wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
@@ -159,7 +169,7 @@ fn a_lost_contribution_is_counted_wrong_when_slots_are_sampled() {
             run.xfers[s.xfer as usize].sum = 0;
             corrupted = true;
         }
-        run.on_done(SimTime(1), s.xfer, &mut out);
+        done(&mut run, SimTime(1), s.xfer, &mut out);
         wake(&mut run, &mut out);
         queue.extend(out.drain(..));
     }
@@ -232,7 +242,7 @@ fn a_slice_waits_only_for_the_same_slice_of_the_step_before() {
     assert!(queue.iter().all(|s| s.bytes == 512 << 10));
     let first = queue.iter().find(|s| s.dst == 1).unwrap();
     let mut out = Vec::new();
-    run.on_done(SimTime(1), first.xfer, &mut out);
+    done(&mut run, SimTime(1), first.xfer, &mut out);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!((out[0].src, out[0].dst, out[0].bytes), (1, 2, 512 << 10));
     assert_eq!(run.xfers[out[0].xfer as usize].slot % 2, 0, "slice 0");
@@ -249,10 +259,92 @@ fn four_slices_fill_a_receivers_eight_buffer_slots() {
     let mut sent_by_0 = queue.iter().filter(|s| s.src == 0).count();
     while let Some(s) = queue.pop_front() {
         if s.dst == 0 {
-            run.on_done(SimTime(1), s.xfer, &mut out);
+            done(&mut run, SimTime(1), s.xfer, &mut out);
             sent_by_0 += out.iter().filter(|s| s.src == 0).count();
             queue.extend(out.drain(..));
         }
     }
     assert_eq!(sent_by_0, 4);
+}
+
+/// A receiver on another server frees a slot by a clear-to-send (NCCL's FIFO write,
+/// `net_ib`): its sender, with four slices out, sends the fifth only when that arrives.
+/// Inside a server the sender sees the slot free at once. A slot past the sender's last
+/// send is not told: 16 MiB over 2 ranks is 4 loops of 2 steps of 2 slices, 16 a rank,
+/// so 12 clear-to-sends each.
+#[test]
+fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
+    for same_server in [false, true] {
+        let c = sliced(CollectiveOp::Allreduce, 16 << 20, 1);
+        let ranks = (0..2)
+            .map(|i| RankLoc {
+                server: if same_server { 0 } else { i },
+                gpu: i,
+                port: i,
+            })
+            .collect();
+        let mut run = CollectiveRun::new(&c, 0, ranks, |p| p, 1, 0, 50.0);
+        let mut out = Vec::new();
+        run.start(SimTime::ZERO);
+        wake(&mut run, &mut out);
+        // Rank 0 takes all rank 1 sends (and rank 1 hears at once of each slot freed);
+        // rank 1 takes nothing, so only the slots hold rank 0 back.
+        let (mut cts, mut told) = (Vec::new(), 0);
+        let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+        let mut held = std::collections::VecDeque::new();
+        while let Some(s) = queue.pop_front() {
+            if s.dst == 0 {
+                run.on_done(SimTime(1), s.xfer, &mut out);
+                run.take_clear_to_sends(&mut cts);
+                for c in cts.drain(..) {
+                    told += 1;
+                    run.on_clear_to_send(c.sender, c.channel, &mut out);
+                }
+                queue.extend(out.drain(..));
+            } else {
+                held.push_back(s);
+            }
+        }
+        let mut queue = held;
+        let from_0 = |q: &std::collections::VecDeque<Send>| q.iter().filter(|s| s.src == 0).count();
+        assert_eq!(from_0(&queue), 4, "the window: four slices");
+        // Rank 1 takes rank 0's first slice.
+        let first = *queue.iter().find(|s| s.src == 0).unwrap();
+        run.on_done(SimTime(1), first.xfer, &mut out);
+        run.take_clear_to_sends(&mut cts);
+        let fifth = out.iter().filter(|s| s.src == 0).count();
+        if same_server {
+            assert!(cts.is_empty());
+            assert_eq!(fifth, 1, "inside a server the slot is free at once");
+            continue;
+        }
+        assert_eq!(fifth, 0, "rank 0 waits for the clear-to-send");
+        assert_eq!(
+            cts,
+            vec![ClearToSend {
+                receiver: 1,
+                sender: 0,
+                channel: 0
+            }]
+        );
+        cts.clear();
+        run.on_clear_to_send(0, 0, &mut out);
+        assert_eq!(out.iter().filter(|s| s.src == 0).count(), 1, "now it sends");
+        // The rest of the run, counting every clear-to-send.
+        queue.retain(|s| s.xfer != first.xfer);
+        queue.extend(out.drain(..));
+        told += 1;
+        while let Some(s) = queue.pop_front() {
+            run.on_done(SimTime(2), s.xfer, &mut out);
+            run.take_clear_to_sends(&mut cts);
+            for c in cts.drain(..) {
+                told += 1;
+                run.on_clear_to_send(c.sender, c.channel, &mut out);
+            }
+            queue.extend(out.drain(..));
+        }
+        assert!(run.is_done());
+        assert_eq!(run.result().rows[0].wrong, 0);
+        assert_eq!(told, 2 * 12, "each rank: 16 slices less the window of 4");
+    }
 }

@@ -4,7 +4,7 @@
 
 use super::Sources;
 use super::{FlowState, Sim};
-use crate::analytic::ideal_fct_on_path;
+use crate::analytic::{ideal_fct_on_path, ideal_inline_write};
 use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
@@ -13,6 +13,10 @@ use crate::topology::LinkParams;
 use crate::units::BitsPerSec;
 use crate::units::{serialization_delay, SimDuration, SimTime};
 use crate::workload::FlowDef;
+
+/// Bytes of a clear-to-send: NCCL's FIFO entry (`struct ncclIbSendFifo`: the slot's
+/// address, size, keys, tag and index, padded to a 64-byte line; `net_ib`).
+const CLEAR_TO_SEND_BYTES: u64 = 64;
 
 /// What a collective run is told.
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +27,9 @@ pub(super) enum CollInput {
     Wake,
     /// Transfer `xfer` landed (and was reduced).
     Done(u32),
+    /// A clear-to-send reached the sender of connection `conn` (`sender * channels +
+    /// channel`).
+    Clear(u32),
 }
 
 impl Sim {
@@ -36,13 +43,52 @@ impl Sim {
             CollInput::Start => r.start(now),
             CollInput::Wake => r.on_wake(now, &mut out),
             CollInput::Done(x) => r.on_done(now, x, &mut out),
+            CollInput::Clear(conn) => {
+                let ch = r.cfg.channels;
+                r.on_clear_to_send(conn / ch, conn % ch, &mut out);
+            }
         }
         if let Some(at) = r.take_wake() {
             self.q
                 .schedule(at, Sources::WORKLOAD, Event::CollWake { run });
         }
+        self.send_clear_to_sends(now, run);
         self.dispatch_sends(now, run, &mut out);
         self.coll_out = out;
+    }
+
+    /// Delivers run `run`'s clear-to-sends: each an inline RDMA WRITE of NCCL's FIFO
+    /// entry (`CLEAR_TO_SEND_BYTES`) from the receiver's NIC to the sender's, landing
+    /// after the path's latency on an empty fabric (`analytic::ideal_inline_write`),
+    /// each pair's worked out once. Leaves out: the receiver proxy's posting costs and
+    /// the write's queueing in the fabric.
+    fn send_clear_to_sends(&mut self, now: SimTime, run: u32) {
+        let mut cts = std::mem::take(&mut self.coll_cts);
+        self.colls[run as usize].take_clear_to_sends(&mut cts);
+        for c in cts.drain(..) {
+            let r = &self.colls[run as usize];
+            let (from, to) = (
+                r.ranks[c.receiver as usize].port,
+                r.ranks[c.sender as usize].port,
+            );
+            let conn = c.sender * r.cfg.channels + c.channel;
+            let cache = &mut self.coll_cts_latency;
+            if cache.len() <= run as usize {
+                cache.resize(run as usize + 1, Vec::new());
+            }
+            let lat = &mut cache[run as usize];
+            if lat.len() <= conn as usize {
+                lat.resize(conn as usize + 1, None);
+            }
+            let delay = *lat[conn as usize]
+                .get_or_insert_with(|| ideal_inline_write(&self.sc, from, to, CLEAR_TO_SEND_BYTES));
+            self.q.schedule(
+                now + delay,
+                self.src.nic(from),
+                Event::CollClear { run, conn },
+            );
+        }
+        self.coll_cts = cts;
     }
 
     /// Carries out the transfers in `out` (and empties it).

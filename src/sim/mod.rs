@@ -467,6 +467,10 @@ pub struct Sim {
     coll_out: Vec<crate::collective::Send>,
     /// Scratch: collective transfers done and when (`CollectiveRun::arrived`).
     coll_done: Vec<(u32, SimTime)>,
+    /// Clear-to-sends being delivered (kept to reuse its allocation).
+    coll_cts: Vec<crate::collective::ClearToSend>,
+    /// Per run and connection, a clear-to-send's latency, once worked out.
+    coll_cts_latency: Vec<Vec<Option<SimDuration>>>,
     /// Training jobs, which job and group set owns each collective run, and scratch.
     jobs: Vec<training_glue::JobGlue>,
     coll_owner: Vec<Option<(u32, u32)>>,
@@ -642,6 +646,8 @@ impl Sim {
             colls,
             coll_out: Vec::new(),
             coll_done: Vec::new(),
+            coll_cts: Vec::new(),
+            coll_cts_latency: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
             gpus_per_server,
             ideal_cache,

@@ -217,6 +217,10 @@ impl Sim {
                     self.coll_step_owned(now, run, CollInput::Done(xfer));
                     true
                 }
+                Event::CollClear { run, conn } => {
+                    self.coll_step_owned(now, run, CollInput::Clear(conn));
+                    true
+                }
             };
             if self.part.is_some() {
                 self.log_pool(self.q.current_key());

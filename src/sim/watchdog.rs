@@ -61,6 +61,7 @@ pub fn moves_work(ev: &Event) -> bool {
         | Event::CollWake { .. }
         | Event::CollArrive { .. }
         | Event::CollDone { .. }
+        | Event::CollClear { .. }
         | Event::TrainStart { .. }
         | Event::TrainWake { .. } => true,
         Event::TxDone { .. }

@@ -332,3 +332,58 @@ workload:
         "workload[0].collective.chunk",
     );
 }
+
+/// NCCL's clear-to-send (`net_ib`: the receiver's `ncclIbPostFifo`, an inline RDMA
+/// WRITE into the sender's FIFO): a sender whose window of buffer slots is full goes on
+/// only when its receiver's word arrives, one fabric latency after the slot came free.
+/// A broadcast of 128 chunks of 4 KiB from rank 0 to rank 1 (two hosts on two leaves,
+/// one spine, no host model) keeps 8 transfers out (`NCCL_STEPS` 8, one slot each), so
+/// transfer k + 8 leaves a cycle after transfer k: its time to land, the step's
+/// synchronisation and the clear-to-send's trip back. The last of 16 batches waits for
+/// no word, so the iteration takes 15 cycles and one landing and step after the launch
+/// latency, within 2% (the cycle's first send shares the uplink with ACKs). Links 1 us
+/// longer then cost 15 x 8 + 4 = 124 link latencies, where a sender seeing the slot at
+/// once would lose 16 x 4 = 64.
+#[test]
+fn a_full_window_waits_a_clear_to_send_round_trip() {
+    use doorbell::analytic::ideal_inline_write;
+    use doorbell::collective::protocol::{launch_latency, net_step_extra};
+    use doorbell::collective::{CollectiveAlgorithm, Protocol};
+    let time = |latency_us: u32| {
+        let sc = scenario(&format!(
+            "topology: {{ leaves: 2, spines: 1, hosts_per_leaf: 1, host_link: {{ rate: 100Gbps, latency: {latency_us}us }} }}
+switch: {{ latency: 300ns, forwarding: cut_through }}
+flow_control: {{ mode: ib_credit }}
+workload:
+  - collective: {{ op: broadcast, algorithm: ring, protocol: simple, root: 0, launch_overhead: 0us, size: 512KiB, chunk: 4KiB, channels: 1, iters: 1, warmup_iters: 0 }}"
+        ));
+        let s = summarize(&sc, &run(&sc));
+        let row = &s.collectives[0].rows[0];
+        assert_eq!(row.wrong, 0);
+        let (ring, simple) = (CollectiveAlgorithm::Ring, Protocol::Simple);
+        let step = net_step_extra(ring, simple, true).0 as f64;
+        let cycle = ideal_landed(&sc, 0, 1, 4096).0 as f64
+            + step
+            + ideal_inline_write(&sc, 1, 0, 64).0 as f64;
+        let model = launch_latency(ring, simple).0 as f64
+            + 15.0 * cycle
+            + ideal_landed(&sc, 0, 1, 4096).0 as f64
+            + step;
+        let measured = row.time_us * 1e6;
+        let err = (measured - model).abs() / model;
+        assert!(
+            err < 0.02,
+            "{latency_us} us links: measured {:.3} us, model {:.3} us ({:.2}%)",
+            measured / 1e6,
+            model / 1e6,
+            err * 100.0
+        );
+        measured
+    };
+    let (short, long) = (time(1), time(2));
+    let links = (long - short) / 1e6;
+    assert!(
+        (links - 124.0).abs() < 124.0 * 0.02,
+        "1 us more per link cost {links:.1} link latencies, not 124"
+    );
+}
