@@ -847,6 +847,17 @@ impl CollectiveRun {
         }
     }
 
+    /// Transfer `xfer`'s sender and receiver (ranks, or switches from `n`).
+    pub fn transfer_ends(&self, xfer: u32) -> (u32, u32) {
+        if self.is_graph() {
+            let d = &self.graph.node(self.graph.at(xfer));
+            (d.src, d.dst)
+        } else {
+            let x = &self.xfers[xfer as usize];
+            (x.src, x.dst)
+        }
+    }
+
     /// Endpoints at or above this id are switches (`n + switch`).
     pub fn ranks_len(&self) -> u32 {
         self.n

@@ -8,7 +8,7 @@ use crate::analytic::{ideal_fct_on_path, ideal_inline_write};
 use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
 use crate::collective::Send;
-use crate::engine::{Event, FlowId};
+use crate::engine::{Event, FlowId, Source};
 use crate::topology::LinkParams;
 use crate::units::BitsPerSec;
 use crate::units::{serialization_delay, SimDuration, SimTime};
@@ -91,6 +91,17 @@ impl Sim {
         self.coll_cts = cts;
     }
 
+    /// The event source of run `run`'s endpoint `e`: a rank's NIC (the rank's events are
+    /// its server's, as its network transfers' are), or the workload's for a switch
+    /// (in-network).
+    pub(super) fn endpoint_source(&self, run: u32, e: u32) -> Source {
+        let r = &self.colls[run as usize];
+        match r.ranks.get(e as usize) {
+            Some(loc) => self.src.nic(loc.port),
+            None => Sources::WORKLOAD,
+        }
+    }
+
     /// Carries out the transfers in `out` (and empties it).
     pub(super) fn dispatch_sends(&mut self, now: SimTime, run: u32, out: &mut Vec<Send>) {
         // When the last NVLS multicast's first copy lands: its replicas land with it (a
@@ -107,11 +118,9 @@ impl Sim {
             if a.server == b.server {
                 if let (Nvls::Replica, Some(end)) = (s.nvls, multicast_end) {
                     // The NVSwitch copies the multicast: no link or channel time.
-                    self.q.schedule(
-                        end,
-                        Sources::WORKLOAD,
-                        Event::CollArrive { run, xfer: s.xfer },
-                    );
+                    let source = self.endpoint_source(run, s.src);
+                    self.q
+                        .schedule(end, source, Event::CollArrive { run, xfer: s.xfer });
                     continue;
                 }
                 let (rate, ch_rate) = (r.cfg.intra_rate, r.channel_rate());
@@ -129,9 +138,9 @@ impl Sim {
                         // The multicast lands in the head's own buffer too.
                         let mut done = std::mem::take(&mut self.coll_done);
                         r.own_multicast(s.src, s.xfer, end, &mut done);
+                        let source = self.endpoint_source(run, s.src);
                         for (xfer, at) in done.drain(..) {
-                            self.q
-                                .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                            self.q.schedule(at, source, Event::CollDone { run, xfer });
                         }
                         self.coll_done = done;
                         end
@@ -161,11 +170,9 @@ impl Sim {
                 }
                 // The receiver takes it when it has arrived (its reduction engine and
                 // connection order are booked then, not now).
-                self.q.schedule(
-                    end,
-                    Sources::WORKLOAD,
-                    Event::CollArrive { run, xfer: s.xfer },
-                );
+                let source = self.endpoint_source(run, s.src);
+                self.q
+                    .schedule(end, source, Event::CollArrive { run, xfer: s.xfer });
                 continue;
             }
             // PXN: leave through this host's NIC on the receiver's rail (the relay to that

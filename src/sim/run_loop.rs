@@ -5,7 +5,7 @@
 
 use super::collective_glue::CollInput;
 use super::{
-    footprint, watchdog, HostPipeline, HostWake, Outcome, RunOutput, Sim, Sources, LIVELOCK_CHECK,
+    footprint, watchdog, HostPipeline, HostWake, Outcome, RunOutput, Sim, LIVELOCK_CHECK,
     LIVELOCK_EVENTS, MEMORY_BUDGET, PROGRESS,
 };
 use crate::engine::Event;
@@ -207,8 +207,10 @@ impl Sim {
                     let mut done = std::mem::take(&mut self.coll_done);
                     self.colls[run as usize].arrived(xfer, now, &mut done);
                     for (xfer, at) in done.drain(..) {
-                        self.q
-                            .schedule(at, Sources::WORKLOAD, Event::CollDone { run, xfer });
+                        // Taken by its receiver.
+                        let dst = self.colls[run as usize].transfer_ends(xfer).1;
+                        let source = self.endpoint_source(run, dst);
+                        self.q.schedule(at, source, Event::CollDone { run, xfer });
                     }
                     self.coll_done = done;
                     true
