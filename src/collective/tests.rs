@@ -82,8 +82,16 @@ fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
 
 /// Delivers transfers one at a time in FIFO order (any order per connection that
 /// keeps FIFO is a valid schedule); returns the transfers and bytes sent.
+/// A transfer's number is never one still in flight.
 fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
     let (mut run, mut queue) = launched(c, n);
+    let mut live: std::collections::HashSet<u32> = queue.iter().map(|s| s.xfer).collect();
+    assert_eq!(
+        live.len(),
+        queue.len(),
+        "{:?}: numbers in flight differ",
+        c.op
+    );
     let mut out = Vec::new();
     let (mut sends, mut bytes) = (0, 0);
     let mut t = 0;
@@ -91,8 +99,17 @@ fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
         sends += 1;
         bytes += s.bytes;
         t += 1;
+        live.remove(&s.xfer);
         done(&mut run, SimTime(t), s.xfer, &mut out);
         wake(&mut run, &mut out);
+        for s in &out {
+            assert!(
+                live.insert(s.xfer),
+                "{:?}: {} still in flight",
+                c.op,
+                s.xfer
+            );
+        }
         queue.extend(out.drain(..));
     }
     assert!(run.is_done(), "{:?} finished", c.op);
