@@ -22,15 +22,15 @@
 //! Sends are posted in program order as soon as they are ready and the receiver has one
 //! of its `NCCL_STEPS` buffer slots free (a slice takes two), as the sender knows: a
 //! receiver on another server frees a slot by a clear-to-send, NCCL's FIFO write
-//! (`net_ib`: `ncclIbPostFifo`), which the glue delivers one fabric latency later. An iteration ends when the last rank has its
-//! last piece; the next is launched then (a barrier, where nccl-tests only waits per
-//! rank): its kernel starts once the CPU has enqueued it and after NCCL's launch
-//! latency (`protocol`). Each size runs with the algorithm and protocol given, or NCCL's
-//! tuner's choice (`tuner`). Ranks on one host exchange over the intra-host fabric
-//! (NVLink-like: each channel moves its transfers one at a time at its copy rate, the
-//! GPU's link carries at most `intra_rate` in all, and a step then costs the protocol's
-//! NVLink latency); others over the fabric, as RC messages through the host and NIC
-//! model when there is one.
+//! (`net_ib`: `ncclIbPostFifo`), which the glue delivers one fabric latency later. An
+//! iteration ends when the last rank has its last piece; the next is launched then (a
+//! barrier, where nccl-tests only waits per rank): its kernel starts once the CPU has
+//! enqueued it and after NCCL's launch latency (`protocol`). Each size runs with the
+//! algorithm and protocol given, or NCCL's tuner's choice (`tuner`). Ranks on one host
+//! exchange over the intra-host fabric (NVLink-like: each channel moves its transfers
+//! one at a time at its copy rate, the GPU's link carries at most `intra_rate` in all,
+//! and a step then costs the protocol's NVLink latency); others over the fabric, as RC
+//! messages through the host and NIC model when there is one.
 //!
 //! Correctness is tracked, not assumed: every buffer piece on every rank carries the
 //! multiset of ranks whose data it holds (a count and a sum of per-rank hashes); a piece

@@ -2,10 +2,11 @@
 //! size is laid out in loops and pieces per channel, which piece a rank sends at each
 //! step and to whom, and when a send is ready (its predecessor's piece has landed and
 //! the receiver has a buffer slot free, as the sender knows: a receiver on another
-//! server tells it with a clear-to-send, `slot_freed`). With Simple, allreduce, reduce-scatter and
-//! allgather send each step's chunk as NCCL's two slices (`protocol::Slicing`): slice j
-//! of a step waits only for slice j of the step before, so the next rank forwards the
-//! first half while the second is still on its way. The state lives in `CollectiveRun`.
+//! server tells it with a clear-to-send, `slot_freed`). With Simple, allreduce,
+//! reduce-scatter and allgather send each step's chunk as NCCL's two slices
+//! (`protocol::Slicing`): slice j of a step waits only for slice j of the step before,
+//! so the next rank forwards the first half while the second is still on its way. The
+//! state lives in `CollectiveRun`.
 
 use super::{hash, CollectiveOp, CollectiveRun, Layout, Send, Xfer, ELEMENT_BYTES, TRACKED_SLOTS};
 

@@ -50,14 +50,16 @@ pub(super) fn wake(run: &mut CollectiveRun, out: &mut Vec<Send>) {
     }
 }
 
-/// Transfer `xfer` is done at `t`, and the clear-to-sends it makes arrive at once.
-pub(super) fn done(run: &mut CollectiveRun, t: SimTime, xfer: u32, out: &mut Vec<Send>) {
+/// Transfer `xfer` is done at `t`, and the clear-to-sends it makes arrive at once;
+/// returns how many there were.
+pub(super) fn done(run: &mut CollectiveRun, t: SimTime, xfer: u32, out: &mut Vec<Send>) -> u32 {
     run.on_done(t, xfer, out);
     let mut cts = Vec::new();
     run.take_clear_to_sends(&mut cts);
-    for c in cts {
+    for c in &cts {
         run.on_clear_to_send(c.sender, c.channel, out);
     }
+    cts.len() as u32
 }
 
 /// A run over `n` ranks, one per server, launched: its first transfers queued.
@@ -81,8 +83,8 @@ fn coll(op: CollectiveOp, size: u64, channels: u32, chunk: u64) -> Collective {
 }
 
 /// Delivers transfers one at a time in FIFO order (any order per connection that
-/// keeps FIFO is a valid schedule); returns the transfers and bytes sent.
-/// A transfer's number is never one still in flight.
+/// keeps FIFO is a valid schedule), checking that no transfer is numbered as one still
+/// in flight; returns the transfers and bytes sent.
 fn drive(c: &Collective, n: u32) -> (CollectiveRun, u64, u64) {
     let (mut run, mut queue) = launched(c, n);
     let mut live: std::collections::HashSet<u32> = queue.iter().map(|s| s.xfer).collect();
@@ -306,17 +308,12 @@ fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
         wake(&mut run, &mut out);
         // Rank 0 takes all rank 1 sends (and rank 1 hears at once of each slot freed);
         // rank 1 takes nothing, so only the slots hold rank 0 back.
-        let (mut cts, mut told) = (Vec::new(), 0);
+        let mut told = 0;
         let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
         let mut held = std::collections::VecDeque::new();
         while let Some(s) = queue.pop_front() {
             if s.dst == 0 {
-                run.on_done(SimTime(1), s.xfer, &mut out);
-                run.take_clear_to_sends(&mut cts);
-                for c in cts.drain(..) {
-                    told += 1;
-                    run.on_clear_to_send(c.sender, c.channel, &mut out);
-                }
+                told += done(&mut run, SimTime(1), s.xfer, &mut out);
                 queue.extend(out.drain(..));
             } else {
                 held.push_back(s);
@@ -328,6 +325,7 @@ fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
         // Rank 1 takes rank 0's first slice.
         let first = *queue.iter().find(|s| s.src == 0).unwrap();
         run.on_done(SimTime(1), first.xfer, &mut out);
+        let mut cts = Vec::new();
         run.take_clear_to_sends(&mut cts);
         let fifth = out.iter().filter(|s| s.src == 0).count();
         if same_server {
@@ -344,7 +342,6 @@ fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
                 channel: 0
             }]
         );
-        cts.clear();
         run.on_clear_to_send(0, 0, &mut out);
         assert_eq!(out.iter().filter(|s| s.src == 0).count(), 1, "now it sends");
         // The rest of the run, counting every clear-to-send.
@@ -352,12 +349,7 @@ fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
         queue.extend(out.drain(..));
         told += 1;
         while let Some(s) = queue.pop_front() {
-            run.on_done(SimTime(2), s.xfer, &mut out);
-            run.take_clear_to_sends(&mut cts);
-            for c in cts.drain(..) {
-                told += 1;
-                run.on_clear_to_send(c.sender, c.channel, &mut out);
-            }
+            told += done(&mut run, SimTime(2), s.xfer, &mut out);
             queue.extend(out.drain(..));
         }
         assert!(run.is_done());

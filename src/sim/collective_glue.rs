@@ -60,8 +60,9 @@ impl Sim {
     /// Delivers run `run`'s clear-to-sends: each an inline RDMA WRITE of NCCL's FIFO
     /// entry (`CLEAR_TO_SEND_BYTES`) from the receiver's NIC to the sender's, landing
     /// after the path's latency on an empty fabric (`analytic::ideal_inline_write`),
-    /// each pair's worked out once. Leaves out: the receiver proxy's posting costs and
-    /// the write's queueing in the fabric.
+    /// each pair's worked out once. Leaves out: the receiver proxy's posting costs, the
+    /// sender proxy's polling of its FIFO, and the write's queueing or loss in the
+    /// fabric (so the word is never later than this).
     fn send_clear_to_sends(&mut self, now: SimTime, run: u32) {
         let mut cts = std::mem::take(&mut self.coll_cts);
         self.colls[run as usize].take_clear_to_sends(&mut cts);
