@@ -309,8 +309,8 @@ pub struct CollectiveRun {
     channels_left: Vec<u32>,
     /// Per rank: (count, sum) per buffer slot.
     buf: Vec<Vec<(u32, u64)>>,
-    /// Records of the ring's transfers in flight, at [`CollectiveRun::xfer_id`].
     xfers: Vec<Xfer>,
+    free_xfers: Vec<u32>,
     ranks_done: u32,
     rows: Vec<SizeResult>,
     done: bool,
@@ -455,6 +455,7 @@ impl CollectiveRun {
             channels_left: Vec::new(),
             buf: Vec::new(),
             xfers: Vec::new(),
+            free_xfers: Vec::new(),
             ranks_done: 0,
             rows: cfg
                 .sizes
@@ -869,6 +870,7 @@ impl CollectiveRun {
             return;
         }
         let x = self.xfers[xfer as usize];
+        self.free_xfers.push(xfer);
         if let Some(i) = self.cell(x.channel, x.slot) {
             let cell = &mut self.buf[x.dst as usize][i];
             if x.reduce {

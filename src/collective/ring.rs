@@ -194,19 +194,6 @@ impl CollectiveRun {
         self.issue(sender, c, out);
     }
 
-    /// The number of send `k` of rank and channel `idx` (`p * channels + c`): its
-    /// record's place, named by the send itself, not by the order in which the run
-    /// made it (so a run split over threads names it alike everywhere). A connection
-    /// has at most `window` sends its receiver has not taken (alltoall: all its sends),
-    /// so the places of its sends in flight differ.
-    pub(super) fn xfer_id(&self, idx: usize, k: u32) -> u32 {
-        let cap = match self.cfg.op {
-            CollectiveOp::Alltoall => self.progress[idx].sends.max(1),
-            _ => self.layout.slicing.window(),
-        };
-        idx as u32 * cap + k % cap
-    }
-
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
     pub(super) fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
         let n = self.n;
@@ -289,11 +276,16 @@ impl CollectiveRun {
                 count,
                 sum,
             };
-            let id = self.xfer_id(idx, k);
-            if self.xfers.len() <= id as usize {
-                self.xfers.resize(id as usize + 1, Xfer::default());
-            }
-            self.xfers[id as usize] = x;
+            let id = match self.free_xfers.pop() {
+                Some(i) => {
+                    self.xfers[i as usize] = x;
+                    i
+                }
+                None => {
+                    self.xfers.push(x);
+                    (self.xfers.len() - 1) as u32
+                }
+            };
             self.progress[idx].next_send += 1;
             let finished = self.channel_finished(idx);
             out.push(Send {
