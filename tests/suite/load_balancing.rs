@@ -225,7 +225,7 @@ fn load_balancing_knobs_refuse_what_they_cannot_mean() {
 /// 95% of the NIC-limited busbw when it compares port loads in 32 KiB bands (measured
 /// 11.52 of 11.95 GB/s, 96.4%), while exact-byte adaptive routing, whose leaves all draw
 /// their packets to the emptiest uplink and load the spine-to-leaf links unevenly, stays
-/// below (10.26, 85.8%; both in `README.md`, "Load balancing").
+/// below (10.20, 85.4%; both in `README.md`, "Load balancing").
 #[test]
 fn banded_adaptive_routing_reaches_95_percent_of_the_nic_limited_ring() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
