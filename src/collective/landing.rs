@@ -68,13 +68,7 @@ impl CollectiveRun {
     /// pieces in the order they were sent, as NCCL's FIFOs and CollNet streams do
     /// (NVLSTree's multicast pieces are gathered instead: `arrived`).
     pub fn landed(&mut self, xfer: u32, arrival: SimTime) -> SimTime {
-        let (src, dst, channel) = if self.is_graph() {
-            let d = &self.graph.node(self.graph.at(xfer));
-            (d.src, d.dst, d.channel)
-        } else {
-            let x = &self.xfers[xfer as usize];
-            (x.src, x.dst, x.channel)
-        };
+        let (src, dst, channel) = self.transfer_ends(xfer);
         // The step's synchronisation comes before the receiver can use the bytes.
         let arrival = arrival + self.step_latency(src, dst);
         // The engine is busy for the bytes at its rate; a switch's aggregation latency

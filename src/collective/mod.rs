@@ -847,14 +847,15 @@ impl CollectiveRun {
         }
     }
 
-    /// Transfer `xfer`'s sender and receiver (ranks, or switches from `n`).
-    pub fn transfer_ends(&self, xfer: u32) -> (u32, u32) {
+    /// Transfer `xfer`'s sender, receiver (ranks, or switches from `n`) and channel.
+    #[inline]
+    pub fn transfer_ends(&self, xfer: u32) -> (u32, u32, u32) {
         if self.is_graph() {
             let d = &self.graph.node(self.graph.at(xfer));
-            (d.src, d.dst)
+            (d.src, d.dst, d.channel)
         } else {
             let x = &self.xfers[xfer as usize];
-            (x.src, x.dst)
+            (x.src, x.dst, x.channel)
         }
     }
 

@@ -208,7 +208,7 @@ impl Sim {
                     self.colls[run as usize].arrived(xfer, now, &mut done);
                     for (xfer, at) in done.drain(..) {
                         // Taken by its receiver.
-                        let dst = self.colls[run as usize].transfer_ends(xfer).1;
+                        let (_, dst, _) = self.colls[run as usize].transfer_ends(xfer);
                         let source = self.endpoint_source(run, dst);
                         self.q.schedule(at, source, Event::CollDone { run, xfer });
                     }
