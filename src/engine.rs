@@ -95,6 +95,16 @@ pub fn prefetch<T>(x: &T) {
     prefetch_ptr(x as *const T);
 }
 
+/// [`prefetch_ptr`] for both lines of a `T` at `at` when it straddles two, as slots of
+/// 40 or 44 bytes mostly do (a packet, a queued packet): the same hint for the part a
+/// line-sized prefetch leaves out. `at` need not be valid.
+#[inline(always)]
+pub fn prefetch_whole<T>(at: *const T) {
+    let first = at as *const u8;
+    prefetch_ptr(first);
+    prefetch_ptr(first.wrapping_add(std::mem::size_of::<T>().max(1) - 1));
+}
+
 /// [`prefetch`] for an address that may lie past the end of what it points into (the
 /// slot after a ring's last): never read through, so it need not be valid.
 #[inline(always)]
@@ -135,7 +145,7 @@ struct Entry {
     /// (time << 64) | (source << 40) | counter: one comparison orders by time, then
     /// source, then the source's own sequence.
     key: u128,
-    event: Event,
+    event: Packed,
 }
 
 impl PartialEq for Entry {
@@ -424,7 +434,10 @@ impl EventQueue {
             "scheduled {event:?} at {at} before now {}",
             self.now
         );
-        let e = Entry { key, event };
+        let e = Entry {
+            key,
+            event: Packed::new(event),
+        };
         self.len += 1;
         // `base` is never later than `now`'s tick when a component schedules (it moves
         // only in `pop`, to the tick that pops).
@@ -655,16 +668,16 @@ impl EventQueue {
         self.current = e.key;
         self.len -= 1;
         self.popped += 1;
-        Some((t, e.event))
+        Some((t, e.event.event()))
     }
 
     /// The `k`-th event after the first of those the last refill brought (`due`), if
     /// there is one: the event `pop` returns `k` events after the next one when nothing
     /// scheduled in the meantime comes first. A hint for fetching its state early.
     #[inline(always)]
-    pub fn peek_ahead(&self, k: usize) -> Option<&Event> {
+    pub fn peek_ahead(&self, k: usize) -> Option<Event> {
         let n = self.due.len();
-        (n > k).then(|| &self.due[n - 1 - k].event)
+        (n > k).then(|| self.due[n - 1 - k].event.event())
     }
 
     /// Pops from the refill's events (`due`) since the refill: an event `peek_ahead(k)`
@@ -677,11 +690,11 @@ impl EventQueue {
     /// The event `pop` returns next, if it is already known (in the tick being handled):
     /// the event loop starts fetching its state while it handles this one.
     #[inline(always)]
-    pub fn peek_next(&self) -> Option<&Event> {
+    pub fn peek_next(&self) -> Option<Event> {
         if self.due_first() {
-            self.due.last().map(|e| &e.event)
+            self.due.last().map(|e| e.event.event())
         } else {
-            self.late.peek().map(|e| &e.event)
+            self.late.peek().map(|e| e.event.event())
         }
     }
 
@@ -708,7 +721,7 @@ impl EventQueue {
     /// queue, for rare questions (the watchdog's), never per event.
     pub fn earliest_where(&self, pred: impl Fn(&Event) -> bool) -> Option<SimTime> {
         self.entries()
-            .filter(|e| pred(&e.event))
+            .filter(|e| pred(&e.event.event()))
             .map(|e| e.key)
             .min()
             .map(|k| SimTime((k >> 64) as u64))
@@ -728,6 +741,9 @@ impl EventQueue {
         }
     }
 }
+
+mod packed;
+use packed::Packed;
 
 #[cfg(test)]
 mod tests;

@@ -275,11 +275,14 @@ impl PacketPool {
         &self.slots[id as usize]
     }
 
-    /// Asks the CPU to start loading packet `id` (a hint: see `engine::prefetch`).
+    /// Asks the CPU to start loading packet `id` (a hint: see `engine::prefetch`), both
+    /// its lines when its 44 bytes straddle two (websearch-128: 0.970x the wall time
+    /// against asking for the first line only, 3 pairs; slots padded to a whole line
+    /// each gained nothing more).
     #[inline(always)]
     pub fn prefetch(&self, id: PktId) {
         if let Some(p) = self.slots.get(id as usize) {
-            crate::engine::prefetch(p);
+            crate::engine::prefetch_whole(p as *const Packet);
         }
     }
 

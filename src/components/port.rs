@@ -294,6 +294,13 @@ impl EgressPort {
             self.ctrl.push_back(q);
         } else {
             self.queue.push_back(q);
+            // The slot the next packet queued here goes into, a hint (if the ring wraps
+            // there, a wasted load): on a deep queue it was last written a whole ring
+            // ago, and a store that misses holds up the stores behind it (websearch-128:
+            // 0.913x the wall time, 4 pairs).
+            if let Some(b) = self.queue.back() {
+                crate::engine::prefetch_whole((b as *const Queued).wrapping_add(1));
+            }
         }
     }
 
@@ -544,6 +551,12 @@ impl EgressPort {
         }
         if self.ctrl.is_empty() {
             self.ctrl.clear();
+        }
+        // The next packet's slot, a hint: the next end of serialization reads it, and on
+        // a deep queue it was written long ago (websearch-128: the head's read missed the
+        // last-level cache more than any other read; 0.971x the wall time, 4 pairs).
+        if let Some(n) = self.queue.front() {
+            crate::engine::prefetch_whole(n as *const Queued);
         }
         Ok(self.transmit(next, now.max(next.ready)))
     }
