@@ -17,13 +17,18 @@
 //!
 //! The [`Event`] enum is the one closed set of things that can happen; the simulation
 //! dispatches it with a single `match` (see `sim.rs`). Every payload is a small integer id
-//! into an arena, so an event is 12 bytes and nothing is allocated per event. Ports keep
+//! into an arena, so an event is 12 bytes (the queue keeps it as two words built in
+//! registers, `packed`; an entry with its key is 32 bytes) and nothing is allocated per
+//! event. Ports keep
 //! at most two events pending (end of serialization, next arrival), so the heap grows
 //! with the fabric, not with the packets in flight.
 
 use crate::units::SimTime;
+use packed::Packed;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+
+mod packed;
 
 /// Index of a port (one direction of a link) in the fabric's port arena.
 pub type PortId = u32;
@@ -741,9 +746,6 @@ impl EventQueue {
         }
     }
 }
-
-mod packed;
-use packed::Packed;
 
 #[cfg(test)]
 mod tests;
