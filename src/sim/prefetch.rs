@@ -158,20 +158,6 @@ impl Sim {
             if let Some(i) = self.ingress.get(port as usize) {
                 prefetch_lines(i, 2);
             }
-            // A packet about to land at a host: the host reads it whole. Without the
-            // pipeline nothing else asks for it this late (the hint at its launch, a
-            // link's flight ago, may have been forgotten): websearch-128 0.98x the wall
-            // time (8 pairs). The pipeline asks at its own stage.
-            if !self.deep_prefetch {
-                if let (Some(p), Some(w)) = (
-                    self.ports.get(port as usize),
-                    self.wires.get(port as usize).and_then(|w| w.first()),
-                ) {
-                    if matches!(p.to, Node::Host(_)) {
-                        self.pool.prefetch(w.pkt);
-                    }
-                }
-            }
             return;
         }
         let Some(w) = self.wires.get(port as usize).and_then(|w| w.first()) else {
