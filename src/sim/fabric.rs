@@ -41,12 +41,6 @@ impl Sim {
             let hop = self.ports[port as usize].telemetry(tx.start);
             self.pool.stamp(tx.pkt, hop);
         }
-        // The packet's last hop: the host reads it whole when it lands, a link's
-        // flight from now, and since the sender wrote it the caches have forgotten it
-        // (websearch-128: 12% of the run waited on that read). A hint only.
-        if matches!(self.ports[port as usize].to, Node::Host(_)) {
-            self.pool.prefetch(tx.pkt);
-        }
         self.q
             .schedule(tx.end, self.src.port(port), Event::TxDone { port });
         if let Some(part) = self.part.as_deref_mut() {
@@ -76,6 +70,14 @@ impl Sim {
         {
             self.q
                 .schedule(at, self.src.wire(port), Event::Arrive { port });
+            // Alone on its last hop: the host reads it whole when it lands, a link's
+            // flight from now, and since the sender wrote it the caches have forgotten
+            // it (websearch-128: 12% of the run waited on that read). A hint only; a
+            // packet behind others on the wire gets it at the arrival before its own
+            // (`on_arrive`), closer to when it is read.
+            if matches!(self.ports[port as usize].to, Node::Host(_)) {
+                self.pool.prefetch(tx.pkt);
+            }
         }
     }
 
@@ -175,8 +177,8 @@ impl Sim {
             self.q
                 .schedule(t, self.src.wire(port), Event::Arrive { port });
             // The next packet to land at a host, a hint: the host reads it whole a
-            // serialization time from now, and the hint at its launch was a link's
-            // flight ago. Its slot on the wire was just read for its arrival time.
+            // serialization time from now (`launch` asks only for a packet alone on the
+            // wire). Its slot on the wire was just read for its arrival time.
             // (websearch-128: 0.986x the wall time, 6 pairs, against asking when its
             // arrival is the next event, whose read of the wire's slot stalled;
             // permutation-8192 0.973x, 2 pairs.)
