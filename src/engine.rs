@@ -79,7 +79,9 @@ pub enum Event {
     CollStart { run: u32 },
     /// Collective run `run`'s launched iteration starts moving data.
     CollWake { run: u32 },
-    /// Transfer `xfer` of collective run `run` arrived over the intra-host fabric.
+    /// Transfer `xfer` of collective run `run` arrived over the intra-host fabric (one
+    /// that books its receiver's reduction engine, or waits behind one that does:
+    /// `CollectiveRun::land_at_send`).
     CollArrive { run: u32, xfer: u32 },
     /// Transfer `xfer` of collective run `run` has landed (and been reduced).
     CollDone { run: u32, xfer: u32 },

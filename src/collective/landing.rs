@@ -3,10 +3,11 @@
 //! GPU reduces one piece at a time at `reduce_rate`; a switch aggregates each port's
 //! stream in parallel, SHARP-like) and the connection order (each sender's and
 //! channel's pieces are taken in the order they were sent, as NCCL's FIFOs and CollNet
-//! streams are). Leaves out: a GPU's reduction contending with its copies for memory
-//! bandwidth.
+//! streams are). A ring's piece inside a server that books no reduction is done at a
+//! time known when it is sent, so its arrival is not an event (`land_at_send`). Leaves
+//! out: a GPU's reduction contending with its copies for memory bandwidth.
 
-use super::{dag, protocol, CollectiveRun};
+use super::{dag, protocol, CollectiveOp, CollectiveRun};
 use crate::units::{serialization_delay, SimDuration, SimTime};
 
 impl CollectiveRun {
@@ -89,13 +90,13 @@ impl CollectiveRun {
         }
         let k = e * self.cfg.channels as usize + channel as usize;
         if self.in_order.len() <= k {
-            self.in_order.resize(k + 1, (u32::MAX, SimTime::ZERO));
+            self.in_order.resize(k + 1, FirstSender::NONE);
         }
         let first = &mut self.in_order[k];
-        if first.0 == src || first.0 == u32::MAX {
-            first.0 = src;
-            done = done.max(first.1);
-            first.1 = done;
+        if first.sender == src || first.sender == u32::MAX {
+            first.sender = src;
+            done = done.max(first.done);
+            first.done = done;
             return done;
         }
         if self.in_order_more.len() <= k {
@@ -111,4 +112,106 @@ impl CollectiveRun {
         }
         done
     }
+
+    /// A ring's transfer `xfer` inside a server is moved and will arrive at `arrival`:
+    /// whether its arrival is an event, and when it is done if that is known now. A
+    /// GPU's reduction engine is booked in the order transfers arrive, from every
+    /// channel, so a transfer that books it has its arrival as an event (`arrived`).
+    /// One that books none (nothing to reduce, or no bytes) is done at `landed`'s time once every transfer sent
+    /// before it to its receiver on its channel is booked (a connection's transfers
+    /// are booked in the order they were sent, and arrive in it: each channel moves one
+    /// at a time, and a ring's receiver has one sender per channel): at once when none
+    /// is on its way, else when the last of those arrives (one such transfer waits
+    /// beside its connection, `FirstSender`; another has its arrival event). Either
+    /// way it needs no arrival event of its own (issue 17: pieces only copied,
+    /// and empty slices, are most of a rail-wired ring's intra-server transfers).
+    /// Every time comes out as it would with an arrival event for every transfer
+    /// (`tests::a_piece_only_copied_needs_no_arrival_event`).
+    pub fn land_at_send(&mut self, xfer: u32, arrival: SimTime) -> Landing {
+        // An all-to-all's receiver has many senders on a channel, arriving in any
+        // order.
+        if self.is_graph() || self.cfg.op == CollectiveOp::Alltoall {
+            return Landing::OnArrival;
+        }
+        let x = &self.xfers[xfer as usize];
+        let k = (x.dst * self.cfg.channels + x.channel) as usize;
+        if self.in_order.len() <= k {
+            self.in_order.resize(k + 1, FirstSender::NONE);
+        }
+        let books_engine = self.reduce_parts(xfer).0 > SimDuration::ZERO;
+        let first = &mut self.in_order[k];
+        if first.arriving == 0 && !books_engine && self.land_early {
+            return Landing::Done(self.landed(xfer, arrival));
+        }
+        // One transfer at a time waits beside the connection (a ring's usual case: a
+        // step's empty second slice behind its first); any other has its event.
+        if books_engine || !self.land_early || first.deferred != u32::MAX {
+            first.arriving += 1;
+            return Landing::OnArrival;
+        }
+        first.deferred = xfer;
+        first.deferred_after = first.arriving;
+        first.deferred_arrival = arrival;
+        Landing::Deferred
+    }
+
+    /// A ring's transfer inside a server that `land_at_send` left to its arrival event
+    /// has arrived and been booked: a transfer deferred behind it that no longer waits
+    /// for any other is booked now, and when it is done goes into `out`.
+    pub(super) fn arrival_taken(&mut self, xfer: u32, out: &mut Vec<(u32, SimTime)>) {
+        let x = &self.xfers[xfer as usize];
+        let k = (x.dst * self.cfg.channels + x.channel) as usize;
+        let first = &mut self.in_order[k];
+        first.arriving -= 1;
+        if first.deferred == u32::MAX {
+            return;
+        }
+        first.deferred_after -= 1;
+        if first.deferred_after == 0 {
+            let (x, arrival) = (first.deferred, first.deferred_arrival);
+            first.deferred = u32::MAX;
+            let done = self.landed(x, arrival);
+            out.push((x, done));
+        }
+    }
+}
+
+/// What becomes of a ring's transfer inside a server when it is sent
+/// (`land_at_send`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// Its arrival is an event (`arrived`).
+    OnArrival,
+    /// It is done then; it needs no arrival event.
+    Done(SimTime),
+    /// It is booked when the last transfer sent before it on its connection arrives
+    /// (`arrival_taken`); it needs no arrival event.
+    Deferred,
+}
+
+/// A receiver's connection order on one channel: its first sender's last transfer and
+/// when it was done (others' are kept apart), how many transfers to it on this channel
+/// have an arrival event still to come, and the one transfer, if any, waiting to be
+/// booked after the first `deferred_after` of those (`land_at_send`). 32 bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FirstSender {
+    /// `u32::MAX`: none yet.
+    sender: u32,
+    arriving: u32,
+    done: SimTime,
+    /// `u32::MAX`: none waits.
+    deferred: u32,
+    deferred_after: u32,
+    deferred_arrival: SimTime,
+}
+
+impl FirstSender {
+    const NONE: FirstSender = FirstSender {
+        sender: u32::MAX,
+        arriving: 0,
+        done: SimTime::ZERO,
+        deferred: u32::MAX,
+        deferred_after: 0,
+        deferred_arrival: SimTime::ZERO,
+    };
 }

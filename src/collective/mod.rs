@@ -50,6 +50,7 @@ pub mod dag;
 pub mod defaults;
 pub mod graph;
 mod landing;
+pub use landing::Landing;
 mod nvls;
 mod placement;
 pub mod protocol;
@@ -328,10 +329,13 @@ pub struct CollectiveRun {
     /// Per receiving endpoint: when its reduction engine is free; per (endpoint,
     /// channel): each sender's last transfer and when it was done (a connection).
     reducer_free: Vec<SimTime>,
-    /// The first sender's entry inline (`u32::MAX`: none yet), any others after it in
-    /// `in_order_more` (a ring's receiver has one sender per channel: one cache line).
-    in_order: Vec<(u32, SimTime)>,
+    /// The first sender's entry inline, any others after it in `in_order_more` (a
+    /// ring's receiver has one sender per channel: one cache line).
+    in_order: Vec<landing::FirstSender>,
     in_order_more: Vec<Vec<(u32, SimTime)>>,
+    /// Whether a transfer that books no reduction may skip its arrival event
+    /// (`land_at_send`; off only in the test that compares the two).
+    land_early: bool,
     /// Distinct servers the ranks are on.
     nodes: u32,
     /// Per rank and channel: when its last NVLink transfer is moved (`channel_free`).
@@ -478,6 +482,7 @@ impl CollectiveRun {
             reducer_free: Vec::new(),
             in_order: Vec::new(),
             in_order_more: Vec::new(),
+            land_early: true,
             nodes: {
                 let mut s: Vec<u32> = ranks_servers.clone();
                 s.dedup();

@@ -7,7 +7,7 @@ use super::{FlowState, Sim};
 use crate::analytic::{ideal_fct_on_path, ideal_inline_write};
 use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
-use crate::collective::Send;
+use crate::collective::{Landing, Send};
 use crate::engine::{Event, FlowId, Source};
 use crate::topology::LinkParams;
 use crate::units::BitsPerSec;
@@ -168,6 +168,19 @@ impl Sim {
                 };
                 if s.nvls == Nvls::Multicast {
                     multicast_end = Some(end);
+                }
+                if s.nvls == Nvls::No {
+                    // A piece only copied needs no arrival event (`land_at_send`).
+                    match self.colls[run as usize].land_at_send(s.xfer, end) {
+                        Landing::OnArrival => {}
+                        Landing::Done(done) => {
+                            let source = self.endpoint_source(run, s.dst);
+                            self.q
+                                .schedule(done, source, Event::CollDone { run, xfer: s.xfer });
+                            continue;
+                        }
+                        Landing::Deferred => continue,
+                    }
                 }
                 // The receiver takes it when it has arrived (its reduction engine and
                 // connection order are booked then, not now).
