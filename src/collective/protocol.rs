@@ -74,9 +74,12 @@ pub const RING_SIMPLE_SLICE_STEPS: u32 = NCCL_STEPS / 4;
 /// each slice takes (`ProtoSimple<SlicePerChunk, StepPerSlice>`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slicing {
+    /// A power of two (1 or 2: the ring runtime divides by shifts).
     pub slices: u32,
     pub steps_per_slice: u32,
 }
+
+const _: () = assert!(Slicing::RING_SIMPLE.slices.is_power_of_two());
 
 impl Default for Slicing {
     fn default() -> Slicing {
@@ -127,7 +130,11 @@ impl Slicing {
             return elems;
         }
         let floor = step_elems * self.steps_per_slice as u64 / 32;
-        let slice = (elems.div_ceil(16 * self.slices as u64) * 16).max(floor);
+        // elems.div_ceil(16 * slices), by a shift: slices is a power of two.
+        debug_assert!(self.slices.is_power_of_two());
+        let unit = 16 * self.slices as u64;
+        let units = (elems >> unit.trailing_zeros()) + u64::from(elems & (unit - 1) != 0);
+        let slice = (units * 16).max(floor);
         elems.saturating_sub(slice * j as u64).min(slice)
     }
 }

@@ -204,25 +204,35 @@ impl CollectiveRun {
             if k >= g.sends {
                 return;
             }
-            // What to send, to whom, and whether it waits for a receive.
-            let (dst, slot, reduce, ready) = match self.cfg.op {
+            // What to send, to whom, and whether it waits for a receive; for a ring's
+            // step, its loop, piece and slice.
+            let (dst, slot, reduce, ready, (l, piece, j)) = match self.cfg.op {
                 CollectiveOp::Broadcast => {
                     let q = self.rel_to_root(p, c);
-                    (g.next, k, false, q == 0 || g.recv_done > k)
+                    (g.next, k, false, q == 0 || g.recv_done > k, (0, 0, 0))
                 }
                 CollectiveOp::Alltoall => {
                     let dst = (p + 1 + k) % n;
                     // The receiver stores it in the slot named after the sender.
-                    (dst, p, false, true)
+                    (dst, p, false, true, (0, 0, 0))
                 }
                 _ => {
                     // Send k is slice j of step s of loop l; slice j of the step before
-                    // is `slices` receives back.
+                    // is `slices` receives back. One division: `slices` is a power of
+                    // two, and s < 2n, so the piece s steps back along the ring needs
+                    // none (each division is a dependent wait of tens of cycles, and
+                    // this runs once a transfer).
                     let spl = self.steps_per_loop();
                     let slices = self.layout.slicing.slices;
-                    let (step, j) = (k / slices, k % slices);
+                    debug_assert!(slices.is_power_of_two());
+                    let (step, j) = (k >> slices.trailing_zeros(), k & (slices - 1));
                     let (l, s) = (step / spl, step % spl);
-                    let piece = (g.pos + n - s % n) % n;
+                    let back = if s >= n { s - n } else { s };
+                    let piece = if g.pos >= back {
+                        g.pos - back
+                    } else {
+                        g.pos + n - back
+                    };
                     let reduce = match self.cfg.op {
                         CollectiveOp::Allreduce => s < n - 1,
                         CollectiveOp::ReduceScatter => true,
@@ -233,6 +243,7 @@ impl CollectiveRun {
                         (l * n + piece) * slices + j,
                         reduce,
                         s == 0 || g.recv_done + slices > k,
+                        (l, piece, j),
                     )
                 }
             };
@@ -248,14 +259,10 @@ impl CollectiveRun {
                 CollectiveOp::Broadcast => self.piece_elems(c, slot, 0),
                 CollectiveOp::Alltoall => self.piece_elems(c, 0, p),
                 _ => {
-                    let slicing = self.layout.slicing;
-                    let piece = slot / slicing.slices;
                     let step_elems = self.proto.step_data_bytes() / ELEMENT_BYTES;
-                    slicing.slice_elems(
-                        self.piece_elems(c, piece / n, piece % n),
-                        slot % slicing.slices,
-                        step_elems,
-                    )
+                    self.layout
+                        .slicing
+                        .slice_elems(self.piece_elems(c, l, piece), j, step_elems)
                 }
             };
             let (count, sum) = match self.cfg.op {
