@@ -117,14 +117,15 @@ impl CollectiveRun {
     /// whether its arrival is an event, and when it is done if that is known now. A
     /// GPU's reduction engine is booked in the order transfers arrive, from every
     /// channel, so a transfer that books it has its arrival as an event (`arrived`).
-    /// One that books none (nothing to reduce, or no bytes) is done at `landed`'s time once every transfer sent
-    /// before it to its receiver on its channel is booked (a connection's transfers
-    /// are booked in the order they were sent, and arrive in it: each channel moves one
-    /// at a time, and a ring's receiver has one sender per channel): at once when none
-    /// is on its way, else when the last of those arrives (one such transfer waits
-    /// beside its connection, `FirstSender`; another has its arrival event). Either
-    /// way it needs no arrival event of its own (issue 17: pieces only copied,
-    /// and empty slices, are most of a rail-wired ring's intra-server transfers).
+    /// One that books none (nothing to reduce, or no bytes) is done at `landed`'s time
+    /// once every transfer sent before it to its receiver on its channel is booked (a
+    /// connection's transfers are booked in the order they were sent, and arrive in
+    /// it: each channel moves one at a time, and a ring's receiver has one sender per
+    /// channel): at once when none is on its way, else when the last of those arrives
+    /// (one such transfer waits beside its connection, `FirstSender`; another has its
+    /// arrival event). Either way it needs no arrival event of its own (issue 17:
+    /// pieces only copied, and empty slices, are most of a rail-wired ring's
+    /// intra-server transfers).
     /// Every time comes out as it would with an arrival event for every transfer
     /// (`tests::a_piece_only_copied_needs_no_arrival_event`).
     pub fn land_at_send(&mut self, xfer: u32, arrival: SimTime) -> Landing {
@@ -141,6 +142,8 @@ impl CollectiveRun {
         let books_engine = self.reduce_parts(xfer).0 > SimDuration::ZERO;
         let first = &mut self.in_order[k];
         if first.arriving == 0 && !books_engine && self.land_early {
+            // A waiting transfer is booked when the last arrival before it is taken.
+            debug_assert_eq!(first.deferred, u32::MAX, "none waits with none on its way");
             return Landing::Done(self.landed(xfer, arrival));
         }
         // One transfer at a time waits beside the connection (a ring's usual case: a
