@@ -88,10 +88,7 @@ impl CollectiveRun {
             self.reducer_free[e] = free;
             done = free;
         }
-        let k = e * self.cfg.channels as usize + channel as usize;
-        if self.in_order.len() <= k {
-            self.in_order.resize(k + 1, FirstSender::NONE);
-        }
+        let k = self.connection(dst, channel);
         let first = &mut self.in_order[k];
         if first.sender == src || first.sender == u32::MAX {
             first.sender = src;
@@ -129,16 +126,11 @@ impl CollectiveRun {
     /// Every time comes out as it would with an arrival event for every transfer
     /// (`tests::a_piece_only_copied_needs_no_arrival_event`).
     pub fn land_at_send(&mut self, xfer: u32, arrival: SimTime) -> Landing {
-        // An all-to-all's receiver has many senders on a channel, arriving in any
-        // order.
-        if self.is_graph() || self.cfg.op == CollectiveOp::Alltoall {
+        if !self.counts_arrivals() {
             return Landing::OnArrival;
         }
         let x = &self.xfers[xfer as usize];
-        let k = (x.dst * self.cfg.channels + x.channel) as usize;
-        if self.in_order.len() <= k {
-            self.in_order.resize(k + 1, FirstSender::NONE);
-        }
+        let k = self.connection(x.dst, x.channel);
         let books_engine = self.reduce_parts(xfer).0 > SimDuration::ZERO;
         let first = &mut self.in_order[k];
         if first.arriving == 0 && !books_engine && self.land_early {
@@ -158,12 +150,33 @@ impl CollectiveRun {
         Landing::Deferred
     }
 
+    /// Whether this run's arrivals are counted per connection (`land_at_send`): a
+    /// ring's, but for an all-to-all, whose receiver has many senders on a channel,
+    /// arriving in any order (a graph's transfers are its nodes).
+    fn counts_arrivals(&self) -> bool {
+        !self.is_graph() && self.cfg.op != CollectiveOp::Alltoall
+    }
+
+    /// Receiver `dst`'s connection order on `channel` (its place in `in_order`, made
+    /// if new).
+    fn connection(&mut self, dst: u32, channel: u32) -> usize {
+        let k = dst as usize * self.cfg.channels as usize + channel as usize;
+        if self.in_order.len() <= k {
+            self.in_order.resize(k + 1, FirstSender::NONE);
+        }
+        k
+    }
+
     /// A ring's transfer inside a server that `land_at_send` left to its arrival event
     /// has arrived and been booked: a transfer deferred behind it that no longer waits
-    /// for any other is booked now, and when it is done goes into `out`.
+    /// for any other is booked now, and when it is done goes into `out` (nothing for a
+    /// run whose arrivals are not counted).
     pub(super) fn arrival_taken(&mut self, xfer: u32, out: &mut Vec<(u32, SimTime)>) {
+        if !self.counts_arrivals() {
+            return;
+        }
         let x = &self.xfers[xfer as usize];
-        let k = (x.dst * self.cfg.channels + x.channel) as usize;
+        let k = self.connection(x.dst, x.channel);
         let first = &mut self.in_order[k];
         first.arriving -= 1;
         if first.deferred == u32::MAX {

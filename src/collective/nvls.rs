@@ -11,7 +11,7 @@
 //! Leaves out: registered buffers (no copies), the tree root's larger share of warps,
 //! and the NVSwitch's own reduction throughput.
 
-use super::{dag, graph, protocol, CollectiveOp, CollectiveRun, Send, ELEMENT_BYTES};
+use super::{dag, graph, protocol, CollectiveRun, Send, ELEMENT_BYTES};
 use crate::units::{serialization_delay, BitsPerSec, SimTime};
 
 /// NVLSTree: a rank's gather of one chunk, waiting for every head's multicast pieces.
@@ -86,9 +86,7 @@ impl CollectiveRun {
         };
         if !gathered {
             out.push((xfer, self.landed(xfer, arrival)));
-            if !self.is_graph() && self.cfg.op != CollectiveOp::Alltoall {
-                self.arrival_taken(xfer, out);
-            }
+            self.arrival_taken(xfer, out);
             return;
         }
         let at = self.graph.at(xfer);
