@@ -175,15 +175,17 @@ impl Ord for Entry {
 
 /// The event queue. `now` only moves forward.
 ///
-/// A timing wheel of one-tick slots in front of a radix heap (Varghese and Lauck,
-/// "Hashed and hierarchical timing wheels", SOSP 1987; Brown's calendar queue, CACM
-/// 1988, with one slot per tick and no resizing; Ahuja, Mehlhorn, Orlin and Tarjan,
-/// "Faster algorithms for the shortest path problem", JACM 1990). Time is taken in
-/// ticks of 2^TICK_SHIFT ps. An event for a tick less than `WHEEL` ticks after the one
-/// being handled (`base`) waits in that tick's slot, a vector push; a later one waits
-/// in the radix heap (`far`: timers, the workload's starts, arrivals on long links),
-/// and moves to its slot when the wheel comes within reach of it. The events in `base`'s tick are ordered by the whole
-/// key, so ties pop by source and counter exactly as one heap of keys would: those a
+/// Two timing wheels in front of a radix heap (Varghese and Lauck, "Hashed and
+/// hierarchical timing wheels", SOSP 1987; Brown's calendar queue, CACM 1988, with one
+/// slot per tick and no resizing; Ahuja, Mehlhorn, Orlin and Tarjan, "Faster algorithms
+/// for the shortest path problem", JACM 1990). Time is taken in ticks of 2^TICK_SHIFT
+/// ps. An event for a tick less than `WHEEL` ticks after the one being handled (`base`)
+/// waits in that tick's slot, a vector push; a later one within `BLOCKS` blocks of
+/// 2^BLOCK_SHIFT ticks (67 us: a host pipeline's stages, a collective's transfers)
+/// waits in its block of the second wheel, and moves to its slot when the first wheel
+/// holds the block whole; a later one still waits in the radix heap (`far`: timers,
+/// the workload's starts), and moves to a wheel when it comes within reach. The
+/// events in `base`'s tick are ordered by the whole key, so ties pop by source and counter exactly as one heap of keys would: those a
 /// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
 /// whole, and the events are gathered into another vector when the refill is small
 /// enough to be sorted by rank or large enough to be sorted through proxies, below);
@@ -237,7 +239,21 @@ impl Ord for Entry {
 /// sorted by counting each event's rank, without a branch on the keys
 /// (`sort_due_by_rank`): websearch-128 0.957x the wall time (10 pairs, 0.924-0.981, both
 /// builds at once, one per core, start order alternating), permutation-8192 0.98x (4
-/// pairs, within the noise).
+/// pairs, within the noise). On a 1,024-GPU ring of 4 KiB pieces 40% of the events
+/// (the host pipeline's stages, 1-5 us ahead) went to the radix heap, which moved each
+/// 4.4 times between its buckets before it reached the wheel (426 M moves for 96 M
+/// events: `far_base` trails the wheel, so a new event's bit of difference is high);
+/// the second wheel moves each once, from its block to its slot (56,930 blocks moved, 1,693
+/// events each on average, 24,576 at most: the ring's ranks act in step). Its crowded
+/// slots and blocks had grown onto fresh pages after each crowded tick gave its
+/// allocation back to the system (474 K minor page faults, 1.4 s of system time in a
+/// 33 s run); they now grow into the `SPARES` largest allocations given back
+/// (`push_spared`, only where the wheels fill in bulk, not on `push_slot`'s hot path):
+/// 19 K page faults, 0.03 s. Together, 0.899x the wall time of that ring (4 pairs,
+/// 0.853-0.916), websearch-128 0.996x (8 pairs, 0.91-1.08), permutation-8192 0.999x and
+/// 237 MiB instead of 244 (3 pairs), the 1,024-GPU bench scenario 0.950x (3 pairs); a
+/// first version that scanned the second wheel's bits at every look at the next event
+/// ran websearch-128 1.05x (6 pairs), hence `block_first`.
 #[derive(Debug)]
 pub struct EventQueue {
     /// Events in `base`'s tick that the last refill brought, sorted with the earliest key
@@ -252,6 +268,20 @@ pub struct EventQueue {
     slot_min: [u64; WHEEL as usize],
     /// Bit `t % WHEEL` set when tick t's slot holds an event.
     wheel: [u64; WORDS],
+    /// The second wheel: `blocks[b % BLOCKS]` holds the events of block b (the ticks
+    /// `b << BLOCK_SHIFT` to `(b + 1 << BLOCK_SHIFT) - 1`), for each block from
+    /// `block_from` to `block_from + BLOCKS - 1` that the first wheel cannot hold
+    /// whole; `block_min` the earliest time in each (`u64::MAX` when empty).
+    blocks: Vec<Vec<Entry>>,
+    block_min: [u64; BLOCKS as usize],
+    /// Bit `b % BLOCKS` set when block b holds an event.
+    block_bits: [u64; WORDS],
+    /// No block before this one holds an event: two past `base`'s (the first wheel
+    /// holds the next one whole).
+    block_from: u64,
+    /// The earliest time in the second wheel (`u64::MAX` when empty), so that a look
+    /// at the next event scans its bits only when a block leaves it.
+    block_first: u64,
     /// Events of ticks `base + WHEEL` and later, in a radix heap on ticks:
     /// `far[i]` holds those whose tick first differs from `far_base` at bit i, and
     /// `far_min[i]` is their earliest time (`u64::MAX` when empty).
@@ -273,6 +303,10 @@ pub struct EventQueue {
     due_pops: usize,
     /// The key of the event popped last (the one being handled).
     current: u128,
+    /// Large allocations given back by the wheels after crowded ticks (`keep_spare`),
+    /// for the next crowded slot or block to grow into (`push_spared`) instead of onto
+    /// fresh pages from the system.
+    spares: Vec<Vec<Entry>>,
     /// Scratch for `sort_due_by_proxy`, kept for its allocations (the largest refill's:
     /// 480 KiB for permutation-8192's 12,415 events).
     proxy: Vec<u64>,
@@ -299,6 +333,42 @@ const WHEEL: u64 = 256;
 
 /// Words of the wheel's occupancy bits.
 const WORDS: usize = WHEEL as usize / 64;
+
+/// Ticks per block of the second wheel, as a shift: 128 ticks (262 ns), half the first
+/// wheel's reach, so that the first wheel holds a block whole from the tick its
+/// previous block begins.
+const BLOCK_SHIFT: u32 = 7;
+
+/// Blocks of the second wheel: it holds events up to 256 x 128 ticks (67 us) ahead, a
+/// host pipeline's stages and a collective's transfers; timers and the workload's later
+/// starts go on to the far heap.
+const BLOCKS: u64 = 256;
+const _: () = assert!(WHEEL == 2 << BLOCK_SHIFT && BLOCKS as usize == WORDS * 64);
+
+/// The first position at or after `from` (on a wheel of `64 x WORDS` positions, each
+/// standing for the one position of its residue within the wheel's reach) whose bit is
+/// set in `bits`, if any.
+#[inline(always)]
+fn first_set_from(bits: &[u64; WORDS], from: u64) -> Option<u64> {
+    let n = (WORDS * 64) as u64;
+    let s = (from % n) as usize;
+    let (w0, b0) = (s / 64, s % 64);
+    for k in 0..=WORDS {
+        let w = (w0 + k) % WORDS;
+        let mut word = bits[w];
+        if k == 0 {
+            word &= !0u64 << b0;
+        } else if k == WORDS {
+            word &= !(!0u64 << b0);
+        }
+        if word != 0 {
+            let j = w * 64 + word.trailing_zeros() as usize;
+            let ahead = (j + n as usize - s) % n as usize;
+            return Some(from + ahead as u64);
+        }
+    }
+    None
+}
 
 /// An event scheduled into the tick being handled goes into `due`'s last this many
 /// places when it falls there (a short move), else into `late`.
@@ -332,11 +402,61 @@ fn proxy_of(e: &Entry, i: usize, start: u64) -> u64 {
     (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64
 }
 
-/// Gives back a slot's allocation beyond `SLOT_KEEP` events (rare: after a crowded tick).
+/// Large allocations (of more than `SLOT_KEEP` events) kept for the wheels' crowded
+/// slots and blocks, the largest first to go on keeping.
+const SPARES: usize = 4;
+
+/// Keeps `v`'s allocation (its events have left) among `spares`, the largest `SPARES`.
 #[cold]
 #[inline(never)]
-fn shrink_slot(slot: &mut Vec<Entry>) {
-    slot.shrink_to(SLOT_KEEP);
+fn keep_spare(spares: &mut Vec<Vec<Entry>>, v: Vec<Entry>) {
+    debug_assert!(v.is_empty() && v.capacity() > SLOT_KEEP);
+    spares.push(v);
+    if spares.len() > SPARES {
+        let (i, _) = spares
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| s.capacity())
+            .expect("spares");
+        spares.swap_remove(i);
+    }
+}
+
+/// Makes room in a full wheel vector: its events move to the largest spare if that is
+/// larger (the vector's own allocation becoming a spare if large), else it grows as a
+/// vector does.
+#[cold]
+#[inline(never)]
+fn grow(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>) {
+    let largest = spares
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, s)| s.capacity())
+        .filter(|(_, s)| s.capacity() > v.capacity())
+        .map(|(i, _)| i);
+    match largest {
+        Some(i) => {
+            let mut big = spares.swap_remove(i);
+            big.extend_from_slice(v);
+            let mut old = std::mem::replace(v, big);
+            if old.capacity() > SLOT_KEEP {
+                old.clear();
+                keep_spare(spares, old);
+            }
+        }
+        None => v.reserve(v.len().max(4)),
+    }
+}
+
+/// Pushes onto a wheel vector, growing it from the spares when full: where the wheels
+/// fill crowded slots and blocks in bulk (a block's or a far bucket's events moving
+/// in, and pushes beyond the first wheel), not on the hot path of `push_slot`.
+#[inline(always)]
+fn push_spared(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>, e: Entry) {
+    if v.len() == v.capacity() {
+        grow(v, spares);
+    }
+    v.push(e);
 }
 
 #[inline(always)]
@@ -357,6 +477,11 @@ impl EventQueue {
             slots: (0..WHEEL).map(|_| Vec::new()).collect(),
             slot_min: [u64::MAX; WHEEL as usize],
             wheel: [0; WORDS],
+            blocks: (0..BLOCKS).map(|_| Vec::new()).collect(),
+            block_min: [u64::MAX; BLOCKS as usize],
+            block_bits: [0; WORDS],
+            block_from: 2,
+            block_first: u64::MAX,
             far: (0..64).map(|_| Vec::new()).collect(),
             far_min: [u64::MAX; 64],
             far_occupied: 0,
@@ -368,6 +493,7 @@ impl EventQueue {
             popped: 0,
             due_pops: 0,
             current: 0,
+            spares: Vec::new(),
             proxy: Vec::new(),
             gathered: Vec::new(),
             ranked: Vec::new(),
@@ -464,7 +590,58 @@ impl EventQueue {
         } else if ahead < WHEEL {
             self.push_slot(e);
         } else {
+            self.push_beyond(e);
+        }
+    }
+
+    /// Puts an event beyond the first wheel's reach in its block of the second wheel,
+    /// or, beyond that one's too, in the far heap.
+    #[inline(always)]
+    fn push_beyond(&mut self, e: Entry) {
+        let b = tick_of(time_of(&e)) >> BLOCK_SHIFT;
+        if b - (self.base >> BLOCK_SHIFT) < BLOCKS {
+            self.push_block(e, b);
+        } else {
             self.push_far(e);
+        }
+    }
+
+    /// Puts an event in block `b` of the second wheel.
+    #[inline(always)]
+    fn push_block(&mut self, e: Entry, b: u64) {
+        debug_assert!(b >= self.block_from, "a block the first wheel holds");
+        let j = (b % BLOCKS) as usize;
+        let t = time_of(&e);
+        push_spared(&mut self.blocks[j], &mut self.spares, e);
+        self.block_min[j] = self.block_min[j].min(t);
+        self.block_first = self.block_first.min(t);
+        self.block_bits[j / 64] |= 1 << (j % 64);
+    }
+
+    /// The earliest block after `b` that holds an event, if any.
+    #[inline(always)]
+    fn next_block_after(&self, b: u64) -> Option<u64> {
+        first_set_from(&self.block_bits, b + 1)
+    }
+
+    /// Moves block `b`'s events to their slots of the first wheel, which holds the
+    /// block whole.
+    fn cascade(&mut self, b: u64) {
+        let j = (b % BLOCKS) as usize;
+        let mut v = std::mem::take(&mut self.blocks[j]);
+        self.block_bits[j / 64] &= !(1 << (j % 64));
+        self.block_min[j] = u64::MAX;
+        for e in v.drain(..) {
+            self.push_slot_spared(e);
+        }
+        // The blocks are in time order: the next one holds the earliest left.
+        self.block_first = self
+            .next_block_after(b)
+            .map_or(u64::MAX, |n| self.block_min[(n % BLOCKS) as usize]);
+        if v.capacity() > SLOT_KEEP {
+            keep_spare(&mut self.spares, v);
+        } else {
+            self.blocks[j] = v;
         }
     }
 
@@ -496,43 +673,53 @@ impl EventQueue {
         self.wheel[j / 64] |= 1 << (j % 64);
     }
 
+    /// `push_slot` growing the slot from the spares (`push_spared`).
+    #[inline(always)]
+    fn push_slot_spared(&mut self, e: Entry) {
+        let t = time_of(&e);
+        let j = (tick_of(t) % WHEEL) as usize;
+        push_spared(&mut self.slots[j], &mut self.spares, e);
+        self.slot_min[j] = self.slot_min[j].min(t);
+        self.wheel[j / 64] |= 1 << (j % 64);
+    }
+
     /// The tick of the earliest slot after `base`'s that holds an event, if any.
     #[inline(always)]
     fn next_slot_tick(&self) -> Option<u64> {
-        let from = self.base + 1;
-        let s = (from % WHEEL) as usize;
-        let (w0, b0) = (s / 64, s % 64);
-        for k in 0..=WORDS {
-            let w = (w0 + k) % WORDS;
-            let mut bits = self.wheel[w];
-            if k == 0 {
-                bits &= !0u64 << b0;
-            } else if k == WORDS {
-                bits &= !(!0u64 << b0);
-            }
-            if bits != 0 {
-                let j = w * 64 + bits.trailing_zeros() as usize;
-                let ahead = (j + WHEEL as usize - s) % WHEEL as usize;
-                return Some(from + ahead as u64);
-            }
-        }
-        None
+        first_set_from(&self.wheel, self.base + 1)
     }
 
     /// Moves to the earliest tick that holds an event: its events to `due`, sorted, and
     /// the far events that come within the wheel's reach to their slots.
     #[inline(never)]
     fn refill(&mut self) {
-        // Every slotted tick is earlier than every far one.
-        let next = self
-            .next_slot_tick()
-            .or_else(|| self.far_first().map(tick_of))
-            .expect("a refill with events pending");
+        // Every event on either wheel is earlier than every far one; the first wheel's
+        // last slots and the second wheel's first block may overlap in time.
+        let slot = self.next_slot_tick();
+        let block = (self.block_first != u64::MAX).then(|| tick_of(self.block_first));
+        let next = match (slot, block) {
+            (Some(s), Some(b)) => s.min(b),
+            (s, b) => s
+                .or(b)
+                .or_else(|| self.far_first().map(tick_of))
+                .expect("a refill with events pending"),
+        };
         self.base = next;
-        // The far events within reach: the lowest radix bucket holds the earliest; it
-        // is spread around its earliest tick, over the wheel and the buckets below it.
+        // The blocks the first wheel now holds whole go to their slots.
+        let next_block = next >> BLOCK_SHIFT;
+        while self.block_first != u64::MAX {
+            let b = tick_of(self.block_first) >> BLOCK_SHIFT;
+            if b > next_block + 1 {
+                break;
+            }
+            self.cascade(b);
+        }
+        self.block_from = next_block + 2;
+        // The far events within the second wheel's reach: the lowest radix bucket holds
+        // the earliest; it is spread around its earliest tick, over the wheels and the
+        // buckets below it.
         while let Some(first) = self.far_first() {
-            if tick_of(first) - next >= WHEEL {
+            if (tick_of(first) >> BLOCK_SHIFT) - next_block >= BLOCKS {
                 break;
             }
             let i = self.far_occupied.trailing_zeros() as usize;
@@ -541,8 +728,11 @@ impl EventQueue {
             self.far_min[i] = u64::MAX;
             self.far_base = tick_of(first);
             for e in v.drain(..) {
-                if tick_of(time_of(&e)) - next < WHEEL {
-                    self.push_slot(e);
+                let t = tick_of(time_of(&e));
+                if t - next < WHEEL {
+                    self.push_slot_spared(e);
+                } else if (t >> BLOCK_SHIFT) - next_block < BLOCKS {
+                    self.push_block(e, t >> BLOCK_SHIFT);
                 } else {
                     self.push_far(e);
                 }
@@ -553,9 +743,11 @@ impl EventQueue {
         let j = (next % WHEEL) as usize;
         // `due` is empty: its allocation goes to the slot for the events to come.
         std::mem::swap(&mut self.due, &mut self.slots[j]);
-        // ...but no more of it than `SLOT_KEEP` events' worth.
+        // ...but no more of it than `SLOT_KEEP` events' worth: a larger one is kept
+        // among the spares.
         if self.slots[j].capacity() > SLOT_KEEP {
-            shrink_slot(&mut self.slots[j]);
+            let v = std::mem::take(&mut self.slots[j]);
+            keep_spare(&mut self.spares, v);
         }
         self.wheel[j / 64] &= !(1 << (j % 64));
         self.slot_min[j] = u64::MAX;
@@ -721,6 +913,7 @@ impl EventQueue {
             .iter()
             .chain(self.late.iter())
             .chain(self.slots.iter().flatten())
+            .chain(self.blocks.iter().flatten())
             .chain(self.far.iter().flatten())
     }
 
@@ -742,10 +935,15 @@ impl EventQueue {
         if let Some(t) = due.into_iter().chain(late).min() {
             return Some(SimTime(t));
         }
-        match self.next_slot_tick() {
-            Some(t) => Some(SimTime(self.slot_min[(t % WHEEL) as usize])),
-            None => self.far_first().map(SimTime),
+        let slot = self
+            .next_slot_tick()
+            .map(|t| self.slot_min[(t % WHEEL) as usize]);
+        let block = (self.block_first != u64::MAX).then_some(self.block_first);
+        match (slot, block) {
+            (Some(s), Some(b)) => Some(s.min(b)),
+            (s, b) => s.or(b).or_else(|| self.far_first()),
         }
+        .map(SimTime)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The event queue's order: by time, then source, then each source's own order, for
-//! every way events reach it (the wheel, the far heap, the tick being handled, reserved
-//! keys) and every way a refill is sorted (rank, comparison, proxies).
+//! every way events reach it (the two wheels, the far heap, the tick being handled,
+//! reserved keys) and every way a refill is sorted (rank, comparison, proxies).
 
 use super::*;
 
@@ -291,6 +291,72 @@ fn crowded_ticks_pop_in_key_order() {
     );
     // Emptied, the wheel keeps no crowded tick's allocation.
     assert!(q.slots.iter().all(|s| s.capacity() <= SLOT_KEEP));
+}
+
+#[test]
+fn crowds_on_the_second_wheel_pop_in_key_order_and_reuse_their_allocations() {
+    // A collective's ranks in lockstep: bursts of thousands of events at a few exact
+    // times 0.5 to 80 us ahead (over the second wheel's blocks, the first wheel's
+    // last slots where a block overlaps them, and beyond both), with events into the
+    // first wheel and the tick being handled between them, and some under keys
+    // reserved early. Each pop must be the least pending key and `peek_time` its time.
+    const SOURCES: u32 = 64;
+    let mut q = EventQueue::new(SOURCES as usize);
+    let mut r = Reference::new(SOURCES);
+    let mut x: u64 = 0x6a09_e667_f3bc_c908;
+    let tick = 1u64 << TICK_SHIFT;
+    let block = tick << BLOCK_SHIFT;
+    let mut overlapped = 0;
+    for round in 0..300u64 {
+        xorshift(&mut x);
+        let now = q.now().0;
+        // Two crowded times: one anywhere up to 80 us ahead, one in the second block
+        // after `now`'s (beyond the first wheel when it is pushed; once the wheel has
+        // moved on, within its reach).
+        let far = now + 500_000 + (x % 80_000_000) / tick * tick;
+        let near_block = (now / block + 2) * block;
+        let n = if round % 10 == 9 { 6_000 } else { 1_500 };
+        for j in 0..n {
+            let y = x.rotate_left((j % 61) as u32) ^ j;
+            let t = match j % 8 {
+                0 => now + (y >> 13) % (WHEEL * tick),
+                1 => now,
+                2 | 3 => near_block + (y >> 17) % 3 * (tick / 2),
+                _ => far + (y >> 23) % 2 * tick,
+            };
+            r.add(&mut q, t, (y % SOURCES as u64) as u32, (y >> 37) % 16 == 0);
+        }
+        r.release(&mut q);
+        for k in 0..n * 9 / 10 {
+            let peeked = q.peek_time().expect("pending");
+            assert_eq!(r.pop_least(&mut q), peeked);
+            if k % 64 == 0 {
+                // An event in the first wheel's last slot: a block still on the second
+                // wheel may start before it, and the refill must take the earlier.
+                let late_slot = (q.now().0 / tick + WHEEL - 1) * tick;
+                let earliest = q.blocks.iter().flatten().map(time_of).min();
+                assert_eq!(q.block_first, earliest.unwrap_or(u64::MAX));
+                if q.block_first < late_slot {
+                    overlapped += 1;
+                }
+                r.add(&mut q, late_slot, (k % SOURCES as u64) as u32, false);
+            }
+        }
+    }
+    while !r.pending.is_empty() {
+        let peeked = q.peek_time().expect("pending");
+        assert_eq!(r.pop_least(&mut q), peeked);
+    }
+    assert!(q.pop().is_none() && q.peek_time().is_none());
+    assert!(overlapped > 100, "{overlapped}");
+    // Crowded slots and blocks grew into the spares they gave back: at most `SPARES`
+    // large allocations are kept, and no slot or block keeps one.
+    assert!(!q.spares.is_empty() && q.spares.len() <= SPARES);
+    assert!(q
+        .slots
+        .iter()
+        .chain(&q.blocks)
+        .all(|s| s.capacity() <= SLOT_KEEP));
 }
 
 #[test]
