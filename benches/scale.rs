@@ -13,7 +13,7 @@
 //! - `permutation-8192-threads-2`, `permutation-256-pfc-threads-2`,
 //!   `websearch-128-threads-2`: the same split over two threads (`run --threads 2`, `sim::parallel`; same results);
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
-//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: about 18 CPU-minutes):
+//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: 9-18 CPU-minutes, by machine):
 //!   `benches/scenarios/allreduce-4096.yaml`;
 //! - `allreduce-16384` (only with `DOORBELL_BENCH_LARGE=1`: about 8 minutes, 1.8 GiB):
 //!   `benches/scenarios/allreduce-16384.yaml`, 16,384 GPUs, a 16 MiB allreduce as

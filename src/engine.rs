@@ -185,16 +185,16 @@ impl Ord for Entry {
 /// waits in its block of the second wheel, and moves to its slot when the first wheel
 /// holds the block whole; a later one still waits in the radix heap (`far`: timers,
 /// the workload's starts), and moves to a wheel when it comes within reach. The
-/// events in `base`'s tick are ordered by the whole key, so ties pop by source and counter exactly as one heap of keys would: those a
-/// refill brings are sorted once (`due`, earliest last; the slot's vector is taken
-/// whole, and the events are gathered into another vector when the refill is small
-/// enough to be sorted by rank or large enough to be sorted through proxies, below);
-/// one scheduled into that tick while it is being handled joins
-/// them when it falls among their last `NEAR_DUE` places (most do: an ACK's end of
-/// serialization, a small packet's arrival; 20% of permutation-8192's events are
-/// scheduled into their own tick), else waits in a small binary heap (`late`), and a
-/// pop takes the earlier of the two. The next slot holding events is found from four
-/// words of occupancy bits.
+/// events in `base`'s tick are ordered by the whole key, so ties pop by source and
+/// counter exactly as one heap of keys would: those a refill brings are sorted once
+/// (`due`, earliest last; the slot's vector is taken whole, and the events are gathered
+/// into another vector when the refill is small enough to be sorted by rank or large
+/// enough to be sorted through proxies, below); one scheduled into that tick while it
+/// is being handled joins them when it falls among their last `NEAR_DUE` places (most
+/// do: an ACK's end of serialization, a small packet's arrival; 20% of
+/// permutation-8192's events are scheduled into their own tick), else waits in a small
+/// binary heap (`late`), and a pop takes the earlier of the two. The next slot (or
+/// block) holding events is found from four words of occupancy bits.
 ///
 /// History, on this project's 2-core machine. One binary heap of every event: 22-26% of
 /// the run time in its `pop` (issue 17's profile). A radix heap on picoseconds, whose
@@ -246,12 +246,13 @@ impl Ord for Entry {
 /// the second wheel moves each once, from its block to its slot (56,930 blocks moved, 1,693
 /// events each on average, 24,576 at most: the ring's ranks act in step). Its crowded
 /// slots and blocks had grown onto fresh pages after each crowded tick gave its
-/// allocation back to the system (474 K minor page faults, 1.4 s of system time in a
-/// 33 s run); they now grow into the `SPARES` largest allocations given back
+/// allocation back to the system (466-474 K minor page faults, 1.3-1.4 s of system
+/// time in a 33-37 s run); they now grow into the `SPARES` largest allocations given back
 /// (`push_spared`, only where the wheels fill in bulk, not on `push_slot`'s hot path):
 /// 19 K page faults, 0.03 s. Together, 0.899x the wall time of that ring (4 pairs,
-/// 0.853-0.916), websearch-128 0.996x (8 pairs, 0.91-1.08), permutation-8192 0.999x and
-/// 237 MiB instead of 244 (3 pairs), the 1,024-GPU bench scenario 0.950x (3 pairs); a
+/// 0.853-0.916), websearch-128 0.996x (8 pairs, 0.91-1.08), permutation-8192 0.941x and
+/// 237 MiB instead of 244 (3 pairs, 0.885-1.047), the 1,024-GPU bench scenario 0.985x
+/// (3 pairs, 0.973-0.987); a
 /// first version that scanned the second wheel's bits at every look at the next event
 /// ran websearch-128 1.05x (6 pairs), hence `block_first`.
 #[derive(Debug)]
@@ -345,9 +346,9 @@ const BLOCK_SHIFT: u32 = 7;
 const BLOCKS: u64 = 256;
 const _: () = assert!(WHEEL == 2 << BLOCK_SHIFT && BLOCKS as usize == WORDS * 64);
 
-/// The first position at or after `from` (on a wheel of `64 x WORDS` positions, each
-/// standing for the one position of its residue within the wheel's reach) whose bit is
-/// set in `bits`, if any.
+/// The first index at or after `from` whose position on a wheel of `64 x WORDS`
+/// positions (the index modulo that) has its bit set in `bits`, if any; each set
+/// position stands for one index from `from` to `from + 64 x WORDS - 1`.
 #[inline(always)]
 fn first_set_from(bits: &[u64; WORDS], from: u64) -> Option<u64> {
     let n = (WORDS * 64) as u64;
@@ -402,8 +403,8 @@ fn proxy_of(e: &Entry, i: usize, start: u64) -> u64 {
     (within << (64 - TICK_SHIFT)) | (source << PROXY_INDEX_BITS) | i as u64
 }
 
-/// Large allocations (of more than `SLOT_KEEP` events) kept for the wheels' crowded
-/// slots and blocks, the largest first to go on keeping.
+/// How many large allocations (of more than `SLOT_KEEP` events) given back by the
+/// wheels are kept for their next crowded slots and blocks: the largest ones.
 const SPARES: usize = 4;
 
 /// Keeps `v`'s allocation (its events have left) among `spares`, the largest `SPARES`.

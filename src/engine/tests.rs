@@ -233,6 +233,14 @@ impl Reference {
         t
     }
 
+    /// `pop_least`, having checked that `peek_time` names the time it pops at.
+    fn pop_least_peeked(&mut self, q: &mut EventQueue) -> SimTime {
+        let peeked = q.peek_time().expect("an event pending");
+        let t = self.pop_least(q);
+        assert_eq!(t, peeked);
+        t
+    }
+
     /// Pops everything pending, each in its place, and finds the queue empty.
     fn drain(&mut self, q: &mut EventQueue) {
         while !self.pending.is_empty() {
@@ -328,8 +336,7 @@ fn crowds_on_the_second_wheel_pop_in_key_order_and_reuse_their_allocations() {
         }
         r.release(&mut q);
         for k in 0..n * 9 / 10 {
-            let peeked = q.peek_time().expect("pending");
-            assert_eq!(r.pop_least(&mut q), peeked);
+            r.pop_least_peeked(&mut q);
             if k % 64 == 0 {
                 // An event in the first wheel's last slot: a block still on the second
                 // wheel may start before it, and the refill must take the earlier.
@@ -344,8 +351,7 @@ fn crowds_on_the_second_wheel_pop_in_key_order_and_reuse_their_allocations() {
         }
     }
     while !r.pending.is_empty() {
-        let peeked = q.peek_time().expect("pending");
-        assert_eq!(r.pop_least(&mut q), peeked);
+        r.pop_least_peeked(&mut q);
     }
     assert!(q.pop().is_none() && q.peek_time().is_none());
     assert!(overlapped > 100, "{overlapped}");
