@@ -239,22 +239,23 @@ impl Ord for Entry {
 /// sorted by counting each event's rank, without a branch on the keys
 /// (`sort_due_by_rank`): websearch-128 0.957x the wall time (10 pairs, 0.924-0.981, both
 /// builds at once, one per core, start order alternating), permutation-8192 0.98x (4
-/// pairs, within the noise). On a 1,024-GPU ring of 4 KiB pieces 40% of the events
-/// (the host pipeline's stages, 1-5 us ahead) went to the radix heap, which moved each
-/// 4.4 times between its buckets before it reached the wheel (426 M moves for 96 M
-/// events: `far_base` trails the wheel, so a new event's bit of difference is high);
-/// the second wheel moves each once, from its block to its slot (56,930 blocks moved, 1,693
-/// events each on average, 24,576 at most: the ring's ranks act in step). Its crowded
-/// slots and blocks had grown onto fresh pages after each crowded tick gave its
-/// allocation back to the system (466-474 K minor page faults, 1.3-1.4 s of system
-/// time in a 33-37 s run); they now grow into the `SPARES` largest allocations given back
-/// (`push_spared`, only where the wheels fill in bulk, not on `push_slot`'s hot path):
-/// 19 K page faults, 0.03 s. Together, 0.899x the wall time of that ring (4 pairs,
-/// 0.853-0.916), websearch-128 0.996x (8 pairs, 0.91-1.08), permutation-8192 0.941x and
-/// 237 MiB instead of 244 (3 pairs, 0.885-1.047), the 1,024-GPU bench scenario 0.985x
-/// (3 pairs, 0.973-0.987); a
-/// first version that scanned the second wheel's bits at every look at the next event
-/// ran websearch-128 1.05x (6 pairs), hence `block_first`.
+/// pairs, within the noise). On a 1,024-GPU ring of 4 KiB pieces 40% of the events (the
+/// host pipeline's stages, 1-5 us ahead) went to the radix heap, which moved each 4.4 times
+/// between its buckets before it reached the wheel (426 M moves for 96 M events: `far_base`
+/// trails the wheel, so a new event's bit of difference is high); the second wheel moves
+/// each once, from its block to its slot (56,930 blocks moved, 1,693 events each on
+/// average, 24,576 at most: the ring's ranks act in step). Its crowded slots and blocks had
+/// grown onto fresh pages after each crowded tick gave its allocation back to the system
+/// (466-474 K minor page faults, 1.3-1.4 s of system time in a 33-37 s run); they now grow
+/// into the `SPARES` largest allocations given back (`push_spared`, only where the wheels
+/// fill in bulk, not on `push_slot`'s hot path): 19 K page faults, 0.03 s. Together, 0.899x
+/// the wall time of that ring (4 pairs, 0.853-0.916), websearch-128 0.996x (8 pairs,
+/// 0.91-1.08), permutation-8192 0.941x and 237 MiB instead of 244 (3 pairs, 0.885-1.047),
+/// the 1,024-GPU bench scenario 0.985x (3 pairs, 0.973-0.987), the 4,096-GPU ring 0.920x
+/// with 244 MiB instead of 224 (both builds at once, one per core); the queue alone (`cargo
+/// bench --bench engine -- event_queue`, every event 0-4 us ahead) 19.4 -> 42.9 M events/s.
+/// A first version that scanned the second wheel's bits at every look at the next event ran
+/// websearch-128 1.05x (6 pairs), hence `block_first`.
 #[derive(Debug)]
 pub struct EventQueue {
     /// Events in `base`'s tick that the last refill brought, sorted with the earliest key
