@@ -424,29 +424,26 @@ fn keep_spare(spares: &mut Vec<Vec<Entry>>, v: Vec<Entry>) {
     }
 }
 
-/// Makes room in a full wheel vector: its events move to the largest spare if that is
-/// larger (the vector's own allocation becoming a spare if large), else it grows as a
-/// vector does.
+/// Makes room in a full wheel vector when a spare is larger: its events move to the
+/// largest spare (the vector's own allocation becoming a spare if large); else the push
+/// grows it as a vector grows.
 #[cold]
 #[inline(never)]
-fn grow(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>) {
+fn grow_from_spares(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>) {
     let largest = spares
         .iter()
         .enumerate()
         .max_by_key(|(_, s)| s.capacity())
         .filter(|(_, s)| s.capacity() > v.capacity())
         .map(|(i, _)| i);
-    match largest {
-        Some(i) => {
-            let mut big = spares.swap_remove(i);
-            big.extend_from_slice(v);
-            let mut old = std::mem::replace(v, big);
-            if old.capacity() > SLOT_KEEP {
-                old.clear();
-                keep_spare(spares, old);
-            }
+    if let Some(i) = largest {
+        let mut big = spares.swap_remove(i);
+        big.extend_from_slice(v);
+        let mut old = std::mem::replace(v, big);
+        if old.capacity() > SLOT_KEEP {
+            old.clear();
+            keep_spare(spares, old);
         }
-        None => v.reserve(v.len().max(4)),
     }
 }
 
@@ -456,7 +453,7 @@ fn grow(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>) {
 #[inline(always)]
 fn push_spared(v: &mut Vec<Entry>, spares: &mut Vec<Vec<Entry>>, e: Entry) {
     if v.len() == v.capacity() {
-        grow(v, spares);
+        grow_from_spares(v, spares);
     }
     v.push(e);
 }
@@ -668,21 +665,25 @@ impl EventQueue {
     /// Puts an event of a tick within the wheel's reach in its slot.
     #[inline(always)]
     fn push_slot(&mut self, e: Entry) {
-        let t = time_of(&e);
-        let j = (tick_of(t) % WHEEL) as usize;
+        let j = self.slot_for(time_of(&e));
         self.slots[j].push(e);
-        self.slot_min[j] = self.slot_min[j].min(t);
-        self.wheel[j / 64] |= 1 << (j % 64);
     }
 
     /// `push_slot` growing the slot from the spares (`push_spared`).
     #[inline(always)]
     fn push_slot_spared(&mut self, e: Entry) {
-        let t = time_of(&e);
-        let j = (tick_of(t) % WHEEL) as usize;
+        let j = self.slot_for(time_of(&e));
         push_spared(&mut self.slots[j], &mut self.spares, e);
+    }
+
+    /// The slot of an event at `t` about to go into it, marked as holding it (its
+    /// occupancy bit, its earliest time).
+    #[inline(always)]
+    fn slot_for(&mut self, t: u64) -> usize {
+        let j = (tick_of(t) % WHEEL) as usize;
         self.slot_min[j] = self.slot_min[j].min(t);
         self.wheel[j / 64] |= 1 << (j % 64);
+        j
     }
 
     /// The tick of the earliest slot after `base`'s that holds an event, if any.
