@@ -28,6 +28,10 @@ pub struct Nic {
     pub wake_at: Option<crate::units::SimTime>,
     /// A data packet made and waiting for link credit (IB).
     pub held: Option<PktId>,
+    /// The key reserved for the end of the packet on the port that no event marks
+    /// (`EventQueue::reserve`), 0 if none: sent while the scheduler had nothing else,
+    /// its end is an event only if something waits for it (`Sim::settle_tx`).
+    pub tx_end_unmarked: u128,
 }
 
 impl Nic {

@@ -41,8 +41,24 @@ impl Sim {
             let hop = self.ports[port as usize].telemetry(tx.start);
             self.pool.stamp(tx.pkt, hop);
         }
-        self.q
-            .schedule(tx.end, self.src.port(port), Event::TxDone { port });
+        // A host's port (numbered by host) with nothing else to send and no pause to
+        // look at: its end would find nothing to do, so it is an event only if
+        // something comes to wait for it (`settle_tx`).
+        if self.ports[port as usize].switch.is_none()
+            && !self.mark_every_tx_end
+            && self.nics[port as usize].is_idle()
+            && !self.ports[port as usize].is_paused(tx.end)
+        {
+            let key = self.q.reserve(tx.end, self.src.port(port));
+            debug_assert_eq!(
+                self.nics[port as usize].tx_end_unmarked, 0,
+                "one packet at a time"
+            );
+            self.nics[port as usize].tx_end_unmarked = key;
+        } else {
+            self.q
+                .schedule(tx.end, self.src.port(port), Event::TxDone { port });
+        }
         if let Some(part) = self.part.as_deref_mut() {
             // A run split over threads: the far end is another partition's, which puts
             // the packet on its copy of the wire (`parallel`).
@@ -242,6 +258,38 @@ impl Sim {
         true
     }
 
+    /// Host `host`'s packet on the wire whose end no event marks (`launch`): counted if
+    /// its end is already past in key order (its event would have found nothing to do);
+    /// else, if something now `waits` for that end, scheduled under the key it was given.
+    /// The order of every other event is the same either way (`EventQueue::reserve`).
+    #[inline]
+    pub(super) fn settle_tx(&mut self, host: u32, waits: bool) {
+        let key = self.nics[host as usize].tx_end_unmarked;
+        if key == 0 {
+            return;
+        }
+        // Host ports are numbered by host.
+        if key < self.q.current_key() {
+            self.nics[host as usize].tx_end_unmarked = 0;
+            self.ports[host as usize].handle_tx_done();
+        } else if waits {
+            self.nics[host as usize].tx_end_unmarked = 0;
+            self.q.schedule_reserved(key, Event::TxDone { port: host });
+        }
+    }
+
+    /// Counts every host's packet whose end no event marks and that ends before `key`
+    /// (the end of a run, a sample: what it reads includes them), at or before `limit`.
+    pub(super) fn settle_tx_before(&mut self, key: u128, limit: SimTime) {
+        for host in 0..self.nics.len() {
+            let k = self.nics[host].tx_end_unmarked;
+            if k != 0 && k < key && SimTime((k >> 64) as u64) <= limit {
+                self.nics[host].tx_end_unmarked = 0;
+                self.ports[host].handle_tx_done();
+            }
+        }
+    }
+
     /// `port` may be able to send again (pause over, credits back).
     pub(super) fn wake_port(&mut self, now: SimTime, port: PortId) {
         match self.ports[port as usize].switch {
@@ -302,6 +350,10 @@ impl Sim {
 
     /// A PFC frame takes effect at the sending side of `port`.
     pub(super) fn on_pfc(&mut self, now: SimTime, port: PortId, pause: bool) {
+        if self.ports[port as usize].switch.is_none() {
+            // Its end will look at the pause (`host_send`): it must be an event.
+            self.settle_tx(port, true);
+        }
         if self.ports[port as usize].handle_pause(now, pause) {
             self.wake_port(now, port);
         }

@@ -106,9 +106,17 @@ impl Sim {
                     );
                 }
                 // Only timers left, and nothing to come that could move work: stuck.
-                let q = &self.q;
+                let (q, nics) = (&self.q, &self.nics);
                 let verdict = self.watchdog.check(t, self.delivered_total, || {
-                    q.earliest_where(watchdog::moves_work)
+                    let queued = q.earliest_where(watchdog::moves_work);
+                    // The ends of hosts' packets that no event marks (`launch`).
+                    let unmarked = nics
+                        .iter()
+                        .map(|n| n.tx_end_unmarked)
+                        .filter(|&k| k > q.current_key())
+                        .min()
+                        .map(|k| SimTime((k >> 64) as u64));
+                    queued.into_iter().chain(unmarked).min()
                 });
                 if let watchdog::Verdict::Stuck { since } = verdict {
                     st.watchdog_stop = Some(watchdog::WatchdogStop {
@@ -253,6 +261,15 @@ impl Sim {
         events: u64,
         peak_packets_in_flight: u32,
     ) -> RunOutput {
+        // The ends of hosts' packets that no event marks (`launch`) and that the run
+        // reached: every one, unless it stopped between two events.
+        let stopped_early = st.livelock || st.out_of_memory.is_some() || st.watchdog_stop.is_some();
+        let reached = if stopped_early {
+            self.q.current_key() + 1
+        } else {
+            u128::MAX
+        };
+        self.settle_tx_before(reached, st.limit);
         self.compact_records();
         self.cut_samples(st.popped.max(self.q.now()), st.stopped);
         let end = if st.stopped { st.limit } else { st.last };

@@ -1,0 +1,133 @@
+//! A host's port that starts a packet with nothing else to send marks no event for its
+//! end (`launch`, `Sim::settle_tx`): every result but the event count is the one that
+//! an event at each end gives, under PFC pauses that reach the NICs, IB credits, a host
+//! model's collective, a time series of host ports and a run cut short by `duration`.
+
+use super::Sim;
+use crate::metrics::{summarize, Summary};
+use crate::scenario::Scenario;
+
+/// What a run leaves that the event count does not: its summary (events zeroed), its
+/// time-series samples, and each port's packets and bytes sent and time paused.
+type Results = (Summary, Vec<String>, Vec<(u64, u64, u64)>);
+
+fn parse(yaml: &str) -> Scenario {
+    crate::scenario::parse_str(yaml, "t.yaml", "t", &Default::default())
+        .unwrap_or_else(|e| panic!("{yaml}: {e}"))
+}
+
+/// The run of `sc`, each end of a host's packet an event (`eager`) or not; and its
+/// event count.
+fn results(sc: &Scenario, eager: bool) -> (Results, u64) {
+    let mut sim = Sim::new(sc);
+    sim.mark_every_tx_end = eager;
+    let out = sim.run();
+    let mut summary = summarize(sc, &out);
+    let events = std::mem::take(&mut summary.events);
+    let samples = out.samples.iter().map(|s| format!("{s:?}")).collect();
+    let ports = out
+        .ports
+        .iter()
+        .map(|p| (p.tx_packets, p.tx_bytes, p.paused_time(out.end)))
+        .collect();
+    ((summary, samples, ports), events)
+}
+
+/// Runs `yaml` both ways: the same results. Returns them, and the event counts
+/// without the marks and with them.
+fn same_results(yaml: &str) -> (Results, u64, u64) {
+    let sc = parse(yaml);
+    let (unmarked, fewer) = results(&sc, false);
+    let (marked, all) = results(&sc, true);
+    assert_eq!(unmarked.0, marked.0, "summary.json but its events differ");
+    assert_eq!(unmarked.1, marked.1, "the time series differ");
+    assert_eq!(unmarked.2, marked.2, "a port's counters differ");
+    (unmarked, fewer, all)
+}
+
+/// The same, where some end is left unmarked.
+fn same_but_fewer_events(yaml: &str) -> Results {
+    let (results, fewer, all) = same_results(yaml);
+    assert!(
+        fewer < all,
+        "{fewer} events without the marks, {all} with them: none was left out"
+    );
+    results
+}
+
+/// Fifteen senders into one host under PFC with a small buffer: the leaves pause the
+/// senders' NICs while they send data, and a time series reads the receiver's port (its
+/// ACKs) and a sender's every 100 ns.
+const PFC_INCAST: &str = "name: t\nseed: 1\n\
+    topology: { leaves: 2, spines: 2, hosts_per_leaf: 8, \
+    host_link: { rate: 100Gbps, latency: 200ns }, fabric_link: { rate: 100Gbps, latency: 500ns } }\n\
+    switch: { latency: 300ns, buffer: 1MiB }\n\
+    flow_control: { mode: pfc }\n\
+    timeseries: { interval: 100ns, ports: [\"host0->leaf0\", \"host9->leaf1\"] }\n\
+    workload:\n  - incast: { senders: 15, receiver: 0, size: 256KB, start: 0us }\n";
+
+#[test]
+fn unmarked_ends_under_pfc_pauses_and_a_time_series_change_nothing_but_the_event_count() {
+    let (_, samples, ports) = same_but_fewer_events(PFC_INCAST);
+    // The pauses reached the senders' NICs (their ends are then marked: `on_pfc`).
+    assert!(
+        ports[1..16].iter().any(|p| p.2 > 0),
+        "no NIC was paused: the case does not test what it says"
+    );
+    assert!(!samples.is_empty());
+}
+
+#[test]
+fn a_run_cut_by_its_duration_counts_only_the_ends_it_reached() {
+    // Cut while the incast is sending: an unmarked end after the cut is not counted.
+    let cut = PFC_INCAST.replace("seed: 1\n", "seed: 1\nduration: 7us\n");
+    let (summary, _, ports) = same_but_fewer_events(&cut);
+    assert!(summary.stopped_by_duration, "the run was not cut");
+    assert!(ports[1..16].iter().any(|p| p.0 > 0));
+}
+
+#[test]
+fn unmarked_ends_under_ib_credits_and_a_host_models_ring_change_nothing_but_the_event_count() {
+    same_but_fewer_events(
+        "name: t\nseed: 1\n\
+         topology: { leaves: 2, spines: 2, hosts_per_leaf: 4, \
+         host_link: { rate: 400Gbps, latency: 100ns }, fabric_link: { rate: 400Gbps, latency: 300ns } }\n\
+         switch: { latency: 300ns, forwarding: cut_through }\n\
+         packet: { mtu: 4096B, encapsulation: ib }\n\
+         flow_control: { mode: ib_credit }\n\
+         host: { gpus_per_host: 2, nics_per_host: 2, wiring: rail, posting: cpu_proxy, memory: gpu }\n\
+         workload:\n  - collective: { op: allreduce, algorithm: ring, size: 1MiB, iters: 2, \
+         warmup_iters: 1, channels: 2 }\n",
+    );
+}
+
+#[test]
+fn an_end_left_unmarked_is_counted_at_the_end_of_a_run_only_if_the_run_reached_it() {
+    // One 4 KB message over 10 Gb/s links: its one packet is on the sender's port for
+    // about 3.3 us, and the responder's ACK is the last packet its port sends, with
+    // nothing behind it.
+    let one = "name: t\nseed: 1\n\
+        topology: { leaves: 2, spines: 1, hosts_per_leaf: 2, \
+        host_link: { rate: 10Gbps, latency: 200ns }, fabric_link: { rate: 10Gbps, latency: 500ns } }\n\
+        workload:\n  - flows: [ { src: 0, dst: 2, size: 4KB } ]\n";
+    let (whole, _, ports) = same_but_fewer_events(one);
+    assert!(!whole.stopped_by_duration);
+    assert_eq!(
+        (ports[0].0, ports[2].0),
+        (1, 1),
+        "the data packet and its ACK"
+    );
+    // Without a transport the sender has nothing behind its packet either; cut at
+    // 2 us, the packet's end is past the run's, and only the flow's start is handled.
+    let cut = one.replace(
+        "seed: 1\n",
+        "seed: 1\nduration: 2us\ntransport: { mode: raw }\n",
+    );
+    let ((summary, _, ports), fewer, all) = same_results(&cut);
+    assert_eq!((fewer, all), (1, 1));
+    assert!(summary.stopped_by_duration);
+    assert_eq!(
+        ports[0].0, 0,
+        "a packet still on the port at the cut is not counted"
+    );
+}
