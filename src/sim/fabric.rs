@@ -7,7 +7,7 @@
 use super::parallel::Msg;
 use super::Sim;
 use crate::components::ingress::Upstream;
-use crate::components::{Arrival, DropReason, Gate, OnWire, Transmit, NO_PORT};
+use crate::components::{Arrival, DropReason, EgressPort, Gate, Nic, OnWire, Transmit, NO_PORT};
 use crate::engine::{Event, FlowId, PktId, PortId};
 use crate::packet::{Packet, PktKind, RouteInfo, FLAG_ECN, FLAG_NO_AR, FLAG_TELEMETRY};
 use crate::routing::defaults::HELD_PORT_BYTES;
@@ -260,32 +260,31 @@ impl Sim {
 
     /// Host `host`'s packet on the wire whose end no event marks (`launch`): counted if
     /// its end is already past in key order (its event would have found nothing to do);
-    /// else, if something now `waits` for that end, scheduled under the key it was given.
-    /// The order of every other event is the same either way (`EventQueue::reserve`).
+    /// else, if something now waits for that end (`forced`, or the NIC has work listed),
+    /// scheduled under the key it was given. The order of every other event is the same
+    /// either way (`EventQueue::reserve`).
     #[inline]
-    pub(super) fn settle_tx(&mut self, host: u32, waits: bool) {
+    pub(super) fn settle_tx(&mut self, host: u32, forced: bool) {
         let key = self.nics[host as usize].tx_end_unmarked;
         if key == 0 {
             return;
         }
         // Host ports are numbered by host.
         if key < self.q.current_key() {
-            self.nics[host as usize].tx_end_unmarked = 0;
-            self.ports[host as usize].handle_tx_done();
-        } else if waits {
+            count_unmarked_end(&mut self.nics, &mut self.ports, host as usize);
+        } else if forced || !self.nics[host as usize].is_idle() {
             self.nics[host as usize].tx_end_unmarked = 0;
             self.q.schedule_reserved(key, Event::TxDone { port: host });
         }
     }
 
     /// Counts every host's packet whose end no event marks and that ends before `key`
-    /// (the end of a run, a sample: what it reads includes them), at or before `limit`.
+    /// (the end of a run: what it reads includes them), at or before `limit`.
     pub(super) fn settle_tx_before(&mut self, key: u128, limit: SimTime) {
         for host in 0..self.nics.len() {
             let k = self.nics[host].tx_end_unmarked;
             if k != 0 && k < key && SimTime((k >> 64) as u64) <= limit {
-                self.nics[host].tx_end_unmarked = 0;
-                self.ports[host].handle_tx_done();
+                count_unmarked_end(&mut self.nics, &mut self.ports, host);
             }
         }
     }
@@ -534,4 +533,12 @@ pub(super) fn route_key(sw: u32, r: &RouteInfo) -> RouteKey {
         seq: r.seq,
         per_packet: r.flags & FLAG_NO_AR == 0,
     }
+}
+
+/// Counts host `host`'s packet whose end no event marks (`Sim::settle_tx`) as that end's
+/// event would have. Takes the two fields, so that a caller holding another of the
+/// run's (the sampler, its scenario's series) can call it.
+pub(super) fn count_unmarked_end(nics: &mut [Nic], ports: &mut [EgressPort], host: usize) {
+    nics[host].tx_end_unmarked = 0;
+    ports[host].handle_tx_done();
 }

@@ -724,7 +724,7 @@ impl Sim {
 
     fn kick(&mut self, now: SimTime, host: u32) {
         // Something listed since the port started its packet waits for its end.
-        self.settle_tx(host, !self.nics[host as usize].is_idle());
+        self.settle_tx(host, false);
         if !self.ports[self.graph.host_up(host) as usize].busy() {
             self.host_send(now, host);
         }

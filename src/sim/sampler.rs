@@ -79,8 +79,7 @@ impl Sim {
             // `now` is counted as its event would have been.
             let unmarked = self.nics.get(p as usize).map_or(0, |n| n.tx_end_unmarked);
             if unmarked != 0 && unmarked >> 64 < now.0 as u128 {
-                self.nics[p as usize].tx_end_unmarked = 0;
-                self.ports[p as usize].handle_tx_done();
+                super::fabric::count_unmarked_end(&mut self.nics, &mut self.ports, p as usize);
             }
             // Read only: a partition's copy of a port it does not own gives a value the
             // end of run leaves out.
