@@ -840,15 +840,41 @@ impl CollectiveRun {
         self.algo != CollectiveAlgorithm::Ring
     }
 
-    /// Starts loading transfer `xfer`'s record (see `engine::prefetch`).
+    /// Starts loading what handling transfer `xfer`'s arrival or completion reads, at
+    /// depth `stage` of its chain of lines (see `sim::prefetch`). Only a hint. At
+    /// thousands of GPUs the transfers in flight outgrow a core's cache (81 thousand
+    /// records of 48 bytes on the 4,096-GPU ring): with the second stage, a 2,048-GPU
+    /// ring (`allreduce-4096.yaml` with 32 leaves) ran 0.97-0.98x the user time, pinned side
+    /// by side (`scripts/side-by-side.sh`, issue 17's stop 55).
     #[inline(always)]
-    pub fn prefetch_transfer(&self, xfer: u32) {
+    pub fn prefetch_transfer(&self, xfer: u32, stage: usize) {
         // A graph's transfers are its nodes, not `xfers`.
         if self.is_graph() {
             return;
         }
-        if let Some(x) = self.xfers.get(xfer as usize) {
-            crate::engine::prefetch(x);
+        let Some(x) = self.xfers.get(xfer as usize) else {
+            return;
+        };
+        match stage {
+            // The record (48 bytes: one line in four straddles two).
+            0 => crate::engine::prefetch_whole(x),
+            // What it names, read from the record the stage before brought: the
+            // receiver's progress on its channel and its connection order there
+            // (`on_done`, `landed`), and the sender's progress (`slot_freed`).
+            1 => {
+                let ch = self.cfg.channels as usize;
+                let at = |rank: u32| rank as usize * ch + x.channel as usize;
+                if let Some(p) = self.progress.get(at(x.dst)) {
+                    crate::engine::prefetch_whole(p);
+                }
+                if let Some(f) = self.in_order.get(at(x.dst)) {
+                    crate::engine::prefetch(f);
+                }
+                if let Some(p) = self.progress.get(at(x.src)) {
+                    crate::engine::prefetch_whole(p);
+                }
+            }
+            _ => {}
         }
     }
 

@@ -71,9 +71,9 @@ impl Sim {
                     prefetch(m);
                 }
             }
-            Event::CollArrive { run, xfer } | Event::CollDone { run, xfer } if stage == 0 => {
+            Event::CollArrive { run, xfer } | Event::CollDone { run, xfer } => {
                 if let Some(r) = self.colls.get(run as usize) {
-                    r.prefetch_transfer(xfer);
+                    r.prefetch_transfer(xfer, stage);
                 }
             }
             _ => {}
@@ -229,22 +229,38 @@ mod tests {
     /// wire and counter of the output the same (it only asks the CPU to load lines),
     /// on a fabric small enough to run it both ways: RC over ECMP with PFC and over
     /// spraying on a lossy fabric, whose routes it guesses, and adaptive routing under
-    /// IB credits, whose per-packet routes it cannot. (The pipeline only reads; what
-    /// this catches is a guess that panics, or one day a stage that writes.)
+    /// IB credits, whose per-packet routes it cannot; a ring allreduce through the host
+    /// model (its transfers' arrivals and completions, whose records name what the
+    /// next stage loads), its completions by polling and by interrupt. (The pipeline
+    /// only reads; what this catches is a guess that panics, or one day a stage that
+    /// writes.)
     #[test]
     fn the_pipeline_changes_nothing() {
-        for (routing, fc) in [
-            ("ecmp", "pfc"),
-            ("adaptive", "ib_credit"),
-            ("spray", "lossy"),
-        ] {
-            let yaml = format!(
+        let fabric = |routing: &str, fc: &str| {
+            format!(
                 "name: t\nseed: 3\ntopology: {{ leaves: 4, spines: 2, hosts_per_leaf: 4, \
                  host_link: {{ rate: 100Gbps, latency: 1us }}, \
                  fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
-                 routing: {routing}\nflow_control: {{ mode: {fc} }}\n\
-                 workload:\n  - permutation: {{ size: 200KB }}\n  - incast: {{ senders: 6, receiver: 0, size: 100KB }}\n"
-            );
+                 routing: {routing}\nflow_control: {{ mode: {fc} }}\n"
+            )
+        };
+        let flows = "workload:\n  - permutation: { size: 200KB }\n  - incast: { senders: 6, receiver: 0, size: 100KB }\n";
+        let ring = |completion: &str| {
+            format!(
+                "host: {{ gpus_per_host: 2, nics_per_host: 2, wiring: rail, posting: cpu_proxy, \
+                 memory: gpu, completion: {completion} }}\n\
+                 workload:\n  - collective: {{ op: allreduce, algorithm: ring, channels: 2, \
+                 size: 1MiB, iters: 1, warmup_iters: 0 }}\n"
+            )
+        };
+        for (routing, fc, workload) in [
+            ("ecmp", "pfc", flows.to_string()),
+            ("adaptive", "ib_credit", flows.to_string()),
+            ("spray", "lossy", flows.to_string()),
+            ("ecmp", "ib_credit", ring("poll")),
+            ("ecmp", "pfc", ring("interrupt")),
+        ] {
+            let yaml = fabric(routing, fc) + &workload;
             let sc = crate::scenario::parse_str(&yaml, "t.yaml", "t", &Default::default())
                 .unwrap_or_else(|e| panic!("{yaml}: {e}"));
             let run = |deep: bool| {
