@@ -160,7 +160,7 @@ impl CollectiveRun {
     /// Receiver `dst`'s connection order on `channel` (its place in `in_order`, made
     /// if new).
     fn connection(&mut self, dst: u32, channel: u32) -> usize {
-        let k = dst as usize * self.cfg.channels as usize + channel as usize;
+        let k = self.rank_channel(dst, channel);
         if self.in_order.len() <= k {
             self.in_order.resize(k + 1, FirstSender::NONE);
         }

@@ -554,7 +554,7 @@ impl CollectiveRun {
 
     /// When rank `rank`'s channel `channel` has moved its last NVLink transfer.
     pub fn channel_free(&mut self, rank: u32, channel: u32) -> &mut SimTime {
-        let k = (rank * self.cfg.channels + channel) as usize;
+        let k = self.rank_channel(rank, channel);
         if self.chan_free.len() <= k {
             self.chan_free.resize(k + 1, SimTime::ZERO);
         }
@@ -667,7 +667,7 @@ impl CollectiveRun {
         self.channels_left = (0..self.n)
             .map(|p| {
                 (0..self.cfg.channels)
-                    .filter(|&c| !self.channel_finished((p * self.cfg.channels + c) as usize))
+                    .filter(|&c| !self.channel_finished(self.rank_channel(p, c)))
                     .count() as u32
             })
             .collect();
@@ -836,46 +836,8 @@ impl CollectiveRun {
 
     /// Whether transfers come from a per-iteration graph (tree, hierarchical,
     /// in-network) rather than the lazy ring.
-    fn is_graph(&self) -> bool {
+    pub(super) fn is_graph(&self) -> bool {
         self.algo != CollectiveAlgorithm::Ring
-    }
-
-    /// Starts loading what handling transfer `xfer`'s arrival or completion reads, at
-    /// depth `stage` of its chain of lines (see `sim::prefetch`). Only a hint. At
-    /// thousands of GPUs the transfers in flight outgrow a core's cache (81 thousand
-    /// records of 48 bytes on the 4,096-GPU ring): with the second stage, a 2,048-GPU
-    /// ring (`allreduce-4096.yaml` with 32 leaves) ran 0.97-0.98x the user time, pinned side
-    /// by side (`scripts/side-by-side.sh`, issue 17's stop 55).
-    #[inline(always)]
-    pub fn prefetch_transfer(&self, xfer: u32, stage: usize) {
-        // A graph's transfers are its nodes, not `xfers`.
-        if self.is_graph() {
-            return;
-        }
-        let Some(x) = self.xfers.get(xfer as usize) else {
-            return;
-        };
-        match stage {
-            // The record (48 bytes: one line in four straddles two).
-            0 => crate::engine::prefetch_whole(x),
-            // What it names, read from the record the stage before brought: the
-            // receiver's progress on its channel and its connection order there
-            // (`on_done`, `landed`), and the sender's progress (`slot_freed`).
-            1 => {
-                let ch = self.cfg.channels as usize;
-                let at = |rank: u32| rank as usize * ch + x.channel as usize;
-                if let Some(p) = self.progress.get(at(x.dst)) {
-                    crate::engine::prefetch_whole(p);
-                }
-                if let Some(f) = self.in_order.get(at(x.dst)) {
-                    crate::engine::prefetch(f);
-                }
-                if let Some(p) = self.progress.get(at(x.src)) {
-                    crate::engine::prefetch_whole(p);
-                }
-            }
-            _ => {}
-        }
     }
 
     /// Transfer `xfer`'s sender, receiver (ranks, or switches from `n`) and channel.
@@ -899,31 +861,16 @@ impl CollectiveRun {
     pub fn on_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
         if self.is_graph() {
             self.on_node_done(now, xfer, out);
-            return;
+        } else {
+            self.on_ring_done(now, xfer, out);
         }
-        let x = self.xfers[xfer as usize];
-        self.free_xfers.push(xfer);
-        if let Some(i) = self.cell(x.channel, x.slot) {
-            let cell = &mut self.buf[x.dst as usize][i];
-            if x.reduce {
-                cell.0 += x.count;
-                cell.1 = cell.1.wrapping_add(x.sum);
-            } else {
-                *cell = (x.count, x.sum);
-            }
-        }
-        let i = (x.dst * self.cfg.channels + x.channel) as usize;
-        self.progress[i].recv_done += 1;
-        // The receive that finishes the channel (if its sends are done too).
-        if self.progress[i].recv_done == self.progress[i].recvs && self.channel_finished(i) {
-            self.channel_done(x.dst);
-        }
-        self.issue(x.dst, x.channel, out);
-        // A buffer slot came free at the receiver: its sender may go on once it knows.
-        self.slot_freed(x.src, x.dst, x.channel, self.progress[i].recv_done - 1, out);
-        if self.ranks_done == self.n {
-            self.finish_iteration(now);
-        }
+    }
+
+    /// The place of rank `rank`'s state on channel `channel` in the per rank and channel
+    /// arrays (`progress`, `chan_free`, `in_order`, a switch's streams).
+    #[inline(always)]
+    fn rank_channel(&self, rank: u32, channel: u32) -> usize {
+        rank as usize * self.cfg.channels as usize + channel as usize
     }
 
     /// Pieces that do not hold what the collective promises.

@@ -49,7 +49,7 @@ impl CollectiveRun {
         share: BitsPerSec,
     ) -> SimTime {
         let at = self.graph.at(xfer);
-        let k = (src * self.cfg.channels + at.channel) as usize;
+        let k = self.rank_channel(src, at.channel);
         if self.scatter_steps.len() <= k {
             self.scatter_steps.resize(k + 1, Vec::new());
         }
@@ -125,7 +125,7 @@ impl CollectiveRun {
     ) {
         let g = self.nvls_servers.as_ref().map_or(2, |s| s[0].len() as u32);
         let expected = 2 * g;
-        let k = (rank * self.cfg.channels + at.channel) as usize;
+        let k = self.rank_channel(rank, at.channel);
         if self.gather_wait.len() <= k {
             self.gather_wait.resize(k + 1, Vec::new());
             self.gather_free.resize(k + 1, SimTime::ZERO);

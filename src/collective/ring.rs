@@ -5,10 +5,13 @@
 //! server tells it with a clear-to-send, `slot_freed`). With Simple, allreduce,
 //! reduce-scatter and allgather send each step's chunk as NCCL's two slices
 //! (`protocol::Slicing`): slice j of a step waits only for slice j of the step before,
-//! so the next rank forwards the first half while the second is still on its way. The
-//! state lives in `CollectiveRun`.
+//! so the next rank forwards the first half while the second is still on its way. A
+//! transfer's completion frees its record and moves its receiver and sender on
+//! (`on_ring_done`); the event loop loads what that reads ahead (`prefetch_transfer`).
+//! The state lives in `CollectiveRun`.
 
 use super::{hash, CollectiveOp, CollectiveRun, Layout, Send, Xfer, ELEMENT_BYTES, TRACKED_SLOTS};
+use crate::units::SimTime;
 
 impl CollectiveRun {
     pub(super) fn steps_per_loop(&self) -> u32 {
@@ -162,7 +165,7 @@ impl CollectiveRun {
         taken: u32,
         out: &mut Vec<Send>,
     ) {
-        let i = (src * self.cfg.channels + c) as usize;
+        let i = self.rank_channel(src, c);
         // Alltoall's receivers keep a slot per sender: no window to clear.
         if self.cfg.op == CollectiveOp::Alltoall
             || taken + self.layout.slicing.window() >= self.progress[i].sends
@@ -190,14 +193,15 @@ impl CollectiveRun {
     /// Rank `sender`'s clear-to-send for channel `c` arrived: one more slot is free at
     /// its receiver.
     pub fn on_clear_to_send(&mut self, sender: u32, c: u32, out: &mut Vec<Send>) {
-        self.progress[(sender * self.cfg.channels + c) as usize].cleared += 1;
+        let i = self.rank_channel(sender, c);
+        self.progress[i].cleared += 1;
         self.issue(sender, c, out);
     }
 
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
     pub(super) fn issue(&mut self, p: u32, c: u32, out: &mut Vec<Send>) {
         let n = self.n;
-        let idx = (p * self.cfg.channels + c) as usize;
+        let idx = self.rank_channel(p, c);
         loop {
             let g = self.progress[idx];
             let k = g.next_send;
@@ -306,6 +310,71 @@ impl CollectiveRun {
             if finished {
                 self.channel_done(p);
             }
+        }
+    }
+
+    /// Starts loading what handling transfer `xfer`'s arrival or completion reads, at
+    /// depth `stage` of its chain of lines (see `sim::prefetch`). Only a hint. At
+    /// thousands of GPUs the transfers in flight outgrow a core's cache (81 thousand
+    /// records of 48 bytes on the 4,096-GPU ring): with the second stage, a 2,048-GPU
+    /// ring (`allreduce-4096.yaml` with 32 leaves) ran 0.97-0.98x the user time, pinned side
+    /// by side (`scripts/side-by-side.sh`, issue 17's stop 55).
+    #[inline(always)]
+    pub fn prefetch_transfer(&self, xfer: u32, stage: usize) {
+        // A graph's transfers are its nodes, not `xfers`.
+        if self.is_graph() {
+            return;
+        }
+        let Some(x) = self.xfers.get(xfer as usize) else {
+            return;
+        };
+        match stage {
+            // The record (48 bytes: one line in four straddles two).
+            0 => crate::engine::prefetch_whole(x),
+            // What it names, read from the record the stage before brought: the
+            // receiver's progress on its channel and its connection order there
+            // (`on_done`, `landed`), and the sender's progress (`slot_freed`).
+            1 => {
+                let at = |rank: u32| self.rank_channel(rank, x.channel);
+                if let Some(p) = self.progress.get(at(x.dst)) {
+                    crate::engine::prefetch_whole(p);
+                }
+                if let Some(f) = self.in_order.get(at(x.dst)) {
+                    crate::engine::prefetch(f);
+                }
+                if let Some(p) = self.progress.get(at(x.src)) {
+                    crate::engine::prefetch_whole(p);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A ring's transfer `xfer` has landed (and been reduced): its record is freed, the
+    /// receiver's buffer and progress move on, and so may its sends and its sender's.
+    pub(super) fn on_ring_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
+        let x = self.xfers[xfer as usize];
+        self.free_xfers.push(xfer);
+        if let Some(i) = self.cell(x.channel, x.slot) {
+            let cell = &mut self.buf[x.dst as usize][i];
+            if x.reduce {
+                cell.0 += x.count;
+                cell.1 = cell.1.wrapping_add(x.sum);
+            } else {
+                *cell = (x.count, x.sum);
+            }
+        }
+        let i = self.rank_channel(x.dst, x.channel);
+        self.progress[i].recv_done += 1;
+        // The receive that finishes the channel (if its sends are done too).
+        if self.progress[i].recv_done == self.progress[i].recvs && self.channel_finished(i) {
+            self.channel_done(x.dst);
+        }
+        self.issue(x.dst, x.channel, out);
+        // A buffer slot came free at the receiver: its sender may go on once it knows.
+        self.slot_freed(x.src, x.dst, x.channel, self.progress[i].recv_done - 1, out);
+        if self.ranks_done == self.n {
+            self.finish_iteration(now);
         }
     }
 }
