@@ -869,7 +869,7 @@ impl CollectiveRun {
     /// The place of rank `rank`'s state on channel `channel` in the per rank and channel
     /// arrays (`progress`, `chan_free`, `in_order`, a switch's streams).
     #[inline(always)]
-    fn rank_channel(&self, rank: u32, channel: u32) -> usize {
+    pub(crate) fn rank_channel(&self, rank: u32, channel: u32) -> usize {
         rank as usize * self.cfg.channels as usize + channel as usize
     }
 

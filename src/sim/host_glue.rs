@@ -142,15 +142,23 @@ impl Sim {
                 self.train_send_landed(now, at, run - super::training_glue::SEND_RUN_BASE, xfer);
                 return;
             }
-            // A transfer split across queue pairs lands with its last part.
-            if let Some(left) = self.parts_left.get_mut(&(run, xfer)) {
-                *left -= 1;
-                if *left > 0 {
-                    return;
+            // A transfer split across queue pairs lands with its last part. (Both maps
+            // stay empty with one queue pair a connection, NCCL's default: no hashing.)
+            if !self.parts_left.is_empty() {
+                if let Some(left) = self.parts_left.get_mut(&(run, xfer)) {
+                    *left -= 1;
+                    if *left > 0 {
+                        return;
+                    }
+                    self.parts_left.remove(&(run, xfer));
                 }
-                self.parts_left.remove(&(run, xfer));
             }
-            if let Some(key) = self.xfer_conn.remove(&(run, xfer)) {
+            let conn = if self.xfer_conn.is_empty() {
+                None
+            } else {
+                self.xfer_conn.remove(&(run, xfer))
+            };
+            if let Some(key) = conn {
                 // Several queue pairs: this and every transfer sent after it that landed
                 // already are taken now, in sending order.
                 let q = self.conn_order.get_mut(&key).expect("a connection's queue");

@@ -47,9 +47,11 @@ use crate::transport::rc::{Op, WcStatus};
 use crate::units::{SimDuration, SimTime};
 use crate::workload::{expand, FlowDef};
 use idmap::IdMap;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 mod collective_glue;
+#[cfg(test)]
+mod connection_tests;
 mod fabric;
 pub mod footprint;
 mod host_glue;
@@ -189,7 +191,7 @@ impl FlowState {
     fn new(
         sc: &Scenario,
         graph: &Graph,
-        ideal_cache: &mut HashMap<(u64, bool), SimDuration>,
+        ideal_cache: &mut IdMap<(u64, bool), SimDuration>,
         i: usize,
         def: FlowDef,
     ) -> FlowState {
@@ -481,6 +483,11 @@ pub struct Sim {
     coll_cts: Vec<crate::collective::ClearToSend>,
     /// Per run and connection, a clear-to-send's latency, once worked out.
     coll_cts_latency: Vec<Vec<Option<SimDuration>>>,
+    /// Per run and sending rank's channel (`sender * channels + channel`), the queue
+    /// pair its last network transfer went on (`NO_QP` if none yet): `start_flow_on`
+    /// checks it before it searches `pairs`, whose table outgrows the cache on a large
+    /// ring (a ring's rank sends to one peer a channel, so the check nearly always holds).
+    coll_qp_hint: Vec<Vec<u32>>,
     /// Training jobs, which job and group set owns each collective run, and scratch.
     jobs: Vec<training_glue::JobGlue>,
     coll_owner: Vec<Option<(u32, u32)>>,
@@ -488,7 +495,7 @@ pub struct Sim {
     todo_starts: Vec<u32>,
     gpu_link_free: Vec<SimTime>,
     gpus_per_server: u32,
-    ideal_cache: HashMap<(u64, bool), SimDuration>,
+    ideal_cache: IdMap<(u64, bool), SimDuration>,
     /// Payload bytes delivered so far, every flow and transfer (the watchdog's progress).
     delivered_total: u64,
     watchdog: watchdog::Watchdog,
@@ -519,7 +526,7 @@ impl Sim {
             graph.ports[p as usize].link.rate = rate;
         }
         let defs = expand(&sc.workload, topo.hosts(), topo.host_link.rate.0, sc.seed);
-        let mut ideal_cache: HashMap<(u64, bool), SimDuration> = HashMap::new();
+        let mut ideal_cache: IdMap<(u64, bool), SimDuration> = IdMap::default();
         let flows: Vec<FlowState> = defs
             .into_iter()
             .enumerate()
@@ -658,6 +665,7 @@ impl Sim {
             coll_done: Vec::new(),
             coll_cts: Vec::new(),
             coll_cts_latency: Vec::new(),
+            coll_qp_hint: Vec::new(),
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
             gpus_per_server,
             ideal_cache,

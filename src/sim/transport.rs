@@ -59,6 +59,12 @@ impl Sim {
     /// A flow (from the workload, or a collective's transfer) starts: onto its queue
     /// pair, or for the raw transport straight to its host.
     pub(super) fn start_flow(&mut self, now: SimTime, flow: FlowId) {
+        self.start_flow_on(now, flow, NO_QP);
+    }
+
+    /// `start_flow`, told the queue pair the flow's connection last went on (`hint`,
+    /// `NO_QP` if none), which `open_connection` checks before it searches `pairs`.
+    pub(super) fn start_flow_on(&mut self, now: SimTime, flow: FlowId, hint: u32) {
         let src = self.flows[flow as usize].def.src;
         let conn = self.flows[flow as usize].conn;
         let raw = self.flows[flow as usize].raw;
@@ -79,7 +85,12 @@ impl Sim {
                     let f = &self.flows[flow as usize];
                     (f.def.src, f.def.dst)
                 };
-                if let Some(&slot) = self.pairs.get(&(src, dst, conn)).filter(|_| shared) {
+                let found = if shared {
+                    self.open_connection(src, dst, conn, hint)
+                } else {
+                    None
+                };
+                if let Some(slot) = found {
                     // An open connection: post to its send queue, or wait for room.
                     self.tell_responder(flow, slot, None);
                     let qp = &mut self.qps[slot as usize];
@@ -152,6 +163,17 @@ impl Sim {
         }
         self.nics[src as usize].activate(job);
         self.kick(now, src);
+    }
+
+    /// The open queue pair of shared connection `(src, dst, conn)`, if any: `hint` if
+    /// it is that one (the same requester, responder and connection, not retired: only
+    /// one such queue pair is open at a time), else the one `pairs` names.
+    pub(super) fn open_connection(&self, src: u32, dst: u32, conn: u32, hint: u32) -> Option<u32> {
+        let q = self.qps.get(hint as usize);
+        if q.is_some_and(|q| q.src == src && q.dst == dst && q.conn == conn && !q.dead) {
+            return Some(hint);
+        }
+        self.pairs.get(&(src, dst, conn)).copied()
     }
 
     /// Puts a new queue pair in a slot whose responder has stopped answering (its
