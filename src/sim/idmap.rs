@@ -1,5 +1,5 @@
 //! A hash map for the event loop's keys of small integer ids (queue-pair connections,
-//! a collective's connections and transfers).
+//! a collective's connections and transfers, the ideal FCTs by size).
 //!
 //! The standard map hashes with SipHash-1-3 under a random key, a defence against
 //! inputs chosen to collide that a simulator's own ids do not need: on a 1,024-GPU ring
