@@ -508,6 +508,7 @@ impl CollectiveRun {
     }
 
     /// Runs the next iteration (the next size's when each size runs once), now.
+    #[inline(always)]
     pub fn trigger(&mut self, now: SimTime) {
         if std::mem::replace(&mut self.started, true) {
             self.launch(now);

@@ -509,6 +509,74 @@ impl HostPipeline {
         }
     }
 
+    /// Starts loading what wake-up `wake` reads, at depth `stage` of its chain of lines
+    /// (see `sim::prefetch`): a message's record first, then its NIC's state; a posting
+    /// context's NIC first, then the context and the record of the message it builds.
+    /// Only a hint: nothing is read that could change what runs.
+    #[inline(always)]
+    pub fn prefetch_wake(&self, wake: HostWake, stage: usize) {
+        use crate::engine::{prefetch, prefetch_lines, prefetch_whole};
+        match wake {
+            HostWake::Stage { flow, .. } => {
+                let Some(m) = self.msgs.get(flow as usize) else {
+                    return;
+                };
+                match stage {
+                    // 120 bytes: two lines from its start, and the last one.
+                    0 => {
+                        prefetch_lines(m, 2);
+                        prefetch_whole(m);
+                    }
+                    1 => {
+                        // The NIC that handles this stage: the sender's (posting,
+                        // fetching, its CQE) or the receiver's (its CQE): both, as the
+                        // stage's side is not worth a branch.
+                        for nic in [m.msg.src, m.msg.dst] {
+                            if let Some(n) = self.nics.get(nic as usize) {
+                                prefetch_lines(n, 8);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            HostWake::PosterDone { nic, poster } => {
+                let Some(n) = self.nics.get(nic as usize) else {
+                    return;
+                };
+                let (mi, pi) = ((poster >> 16) as usize, (poster & 0xffff) as usize);
+                let Some(p) = n.posters.get(mi).and_then(|v| v.get(pi)) else {
+                    return;
+                };
+                match stage {
+                    0 => prefetch_lines(n, 8),
+                    1 => prefetch(p),
+                    2 => {
+                        // The message whose WQE it wrote (the queue's front), or the
+                        // batch whose doorbell it rang.
+                        let f = if p.ringing {
+                            p.batch_head
+                        } else {
+                            p.queue.front().copied().unwrap_or(NONE)
+                        };
+                        if let Some(m) = self.msgs.get(f as usize) {
+                            prefetch_lines(m, 2);
+                        }
+                        if let Some(m) = self.msgs.get(p.batch_tail as usize) {
+                            prefetch(m);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            HostWake::Irq { nic } => {
+                if let Some(n) = self.nics.get(nic as usize).filter(|_| stage == 0) {
+                    prefetch_lines(n, 8);
+                }
+            }
+        }
+    }
+
     /// A wake-up asked for by [`HostAction::Wake`] is due. Returns whether it did
     /// anything (a moderation timer that was superseded did not).
     pub fn handle_wake(&mut self, now: SimTime, wake: HostWake, out: &mut Vec<HostAction>) -> bool {

@@ -158,6 +158,7 @@ impl Ingress {
         serialization_delay(quanta as u64 * 64, self.link.rate)
     }
 
+    #[inline(always)]
     fn send_pause(&mut self, now: SimTime, refresh: bool) -> Frames {
         let at = self.frame_arrival(now);
         let dur = self.pause_duration();
@@ -178,7 +179,7 @@ impl Ingress {
 
     /// `bytes` of data came in and were admitted to the buffer, which now holds `held`
     /// bytes: PFC pauses the sender at Xoff.
-    #[inline]
+    #[inline(always)]
     pub fn handle_admitted(&mut self, now: SimTime, bytes: u64, held: u64) -> Frames {
         self.bytes += bytes;
         if let FlowControl::Pfc { xoff, dynamic, .. } = self.fc {
@@ -227,11 +228,12 @@ impl Ingress {
     /// IB: the credits of `wire` bytes that crossed this link (consumed, forwarded or
     /// lost) go back to the sender after the update delay and the cable. `None` without
     /// credit flow control.
-    #[inline]
+    #[inline(always)]
     pub fn credits_back(&self, now: SimTime, wire: u64) -> Option<Upstream> {
         matches!(self.fc, FlowControl::IbCredit { .. }).then(|| self.credit_return(now, wire))
     }
 
+    #[inline(always)]
     fn credit_return(&self, now: SimTime, wire: u64) -> Upstream {
         let FlowControl::IbCredit { update_delay, .. } = self.fc else {
             unreachable!("credits under IB credit flow control only")

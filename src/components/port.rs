@@ -287,7 +287,7 @@ impl EgressPort {
 
     /// A switch queues `q` for this port: the depth it finds (bytes waiting plus the
     /// packet in service) is sampled before it is added.
-    #[inline]
+    #[inline(always)]
     pub fn enqueue(&mut self, q: Queued) {
         self.record_arrival(q.wire as u64);
         if q.ctrl {

@@ -211,7 +211,7 @@ impl Wire {
     }
 
     /// Whether a fault destroys the `wire`-byte packet arriving at `now`.
-    #[inline]
+    #[inline(always)]
     pub fn fault(&mut self, now: SimTime, wire: u64) -> Option<Loss> {
         let Faulty { faults: f, losses } = &mut **self.faults.as_mut()?;
         let loss = if f.down.iter().any(|&(a, b)| now.0 >= a && now.0 < b) {

@@ -230,7 +230,7 @@ impl RoutingPolicy {
     }
 
     /// Picks one of the candidates (an index below `c.n`) for the packet.
-    #[inline]
+    #[inline(always)]
     pub fn choose<F: Fn(u32) -> u64>(
         &mut self,
         now: SimTime,

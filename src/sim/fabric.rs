@@ -155,13 +155,14 @@ impl Sim {
     }
 
     /// IB: the credits of `wire` bytes that crossed `port` go back to its sender.
-    #[inline]
+    #[inline(always)]
     fn credits_back(&mut self, now: SimTime, port: PortId, wire: u64) {
         if let Some(u) = self.ingress[port as usize].credits_back(now, wire) {
             self.upstream(port, u);
         }
     }
 
+    #[inline(always)]
     pub(super) fn on_tx_done(&mut self, now: SimTime, port: PortId) {
         let sent = self.ports[port as usize].handle_tx_done();
         match self.ports[port as usize].switch {
@@ -187,6 +188,7 @@ impl Sim {
     }
 
     /// The first packet on `port`'s wire reaches the far end.
+    #[inline(always)]
     pub(super) fn on_arrive(&mut self, now: SimTime, port: PortId) {
         let (w, next) = self.wires[port as usize].handle_arrive(now);
         if let Some(t) = next {
@@ -207,6 +209,7 @@ impl Sim {
         self.arrived(now, port, w);
     }
 
+    #[inline(always)]
     fn arrived(&mut self, now: SimTime, port: PortId, w: OnWire) {
         let pkt = w.pkt;
         if let Some(loss) = self.wires[port as usize].fault(now, w.wire as u64) {
@@ -337,6 +340,7 @@ impl Sim {
     }
 
     /// The refresh check of a PAUSE held against `port`'s sender; whether it acted.
+    #[inline(always)]
     pub(super) fn on_pfc_refresh(&mut self, now: SimTime, port: PortId) -> bool {
         let Some(frames) = self.ingress[port as usize].handle_refresh(now) else {
             return false;
@@ -348,6 +352,7 @@ impl Sim {
     }
 
     /// A PFC frame takes effect at the sending side of `port`.
+    #[inline(always)]
     pub(super) fn on_pfc(&mut self, now: SimTime, port: PortId, pause: bool) {
         if self.ports[port as usize].switch.is_none() {
             // Its end will look at the pause (`host_send`): it must be an event.
@@ -366,6 +371,7 @@ impl Sim {
 
     /// The egress port a packet at switch `sw` leaves by; `None` if it is addressed to
     /// `sw` itself (in-network aggregation).
+    #[inline(always)]
     fn route(&mut self, now: SimTime, sw: u32, r: &RouteInfo, wire: u64) -> Option<PortId> {
         let dst = r.dst;
         let graph = &self.graph;
@@ -425,6 +431,7 @@ impl Sim {
 
     /// A packet reached switch `sw` over `in_port` (its tail arrives at `w.tail`): routed,
     /// admitted to the egress queue or dropped. Only what travels beside its id is read.
+    #[inline(always)]
     fn forward(&mut self, now: SimTime, sw: u32, w: &OnWire, in_port: PortId) {
         let (pkt, wire, route) = (w.pkt, w.wire as u64, w.route);
         let Some(out) = self.route(now, sw, &route, wire) else {
@@ -470,6 +477,7 @@ impl Sim {
 
     /// A packet addressed to this switch arrived: the switch's aggregation engine takes
     /// it (its credits go back at once, as at a host).
+    #[inline(always)]
     fn switch_consume(&mut self, now: SimTime, tail: SimTime, pkt: PktId, in_port: PortId) {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);
@@ -515,6 +523,7 @@ impl Sim {
         self.try_start(now, port);
     }
 
+    #[inline(always)]
     fn drop_packet(&mut self, port: PortId, pkt: PktId, reason: DropReason) {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);

@@ -740,6 +740,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn on_flow_start(&mut self, now: SimTime, flow: FlowId) {
         self.flows[flow as usize].started = true;
         if self.flows[flow as usize].def.after.is_some() {

@@ -8,9 +8,15 @@
 //! only: the same events run the same way. An event scheduled meanwhile can come
 //! between and make a guess wrong: the stage then loads lines nothing reads, and its
 //! own reads of the stage before's lines may miss.
+//!
+//! Runs with a host model or a collective also load ahead for those events (`HOST`,
+//! their own copy of the event loop): a message's record, its NICs' host-side state and
+//! its flow; a posting context's NIC, the context and the message it builds; a
+//! transfer's record and what it names.
 
 use super::fabric::route_key;
 use super::{Sim, NO_QP};
+use crate::components::host::{HostWake, ST_PAYLOAD, ST_PROCESSED, ST_RECV_CQE};
 use crate::components::{OnWire, NO_PORT};
 use crate::engine::{prefetch, prefetch_lines, Event};
 use crate::packet::PktKind;
@@ -36,12 +42,16 @@ impl Sim {
     /// gets the stage after the one it got a pop ago, the first when it comes into
     /// sight (`STAGES` places ahead, or anywhere in a tick just refilled), so no stage
     /// reads lines the stage before did not ask for.
+    ///
+    /// `HOST`: the run has a host model or a collective, and its copy of the event loop
+    /// (`Sim::advance`) also loads ahead for their events; a run with neither keeps the
+    /// lean copy.
     #[inline(always)]
-    pub(super) fn prefetch_ahead(&self) {
+    pub(super) fn prefetch_ahead<const HOST: bool>(&self) {
         if let Some(next) = self.q.peek_next() {
             // An event scheduled into this tick since its refill comes without the
             // earlier stages: its first lines at least.
-            self.prefetch_stage(next, 0);
+            self.prefetch_first::<HOST>(next);
         }
         if !self.deep_prefetch {
             return;
@@ -49,15 +59,33 @@ impl Sim {
         let age = self.q.due_age();
         for d in 1..=STAGES {
             if let Some(ev) = self.q.peek_ahead(d - 1) {
-                self.prefetch_stage(ev, (d + age).min(STAGES) - d);
+                self.prefetch_stage::<HOST>(ev, (d + age).min(STAGES) - d);
             }
+        }
+    }
+
+    /// The first stage for the next event. On a fabric too small for the whole
+    /// pipeline, a host-model event gets its message's first line only, as before the
+    /// host stages: the record whole and the NIC's lines cost more than they save there
+    /// (a 512-GPU ring, `allreduce-4096.yaml` with 8 leaves and 8 spines, 1.010x the
+    /// user time with them, issue 17's stop 56).
+    #[inline(always)]
+    fn prefetch_first<const HOST: bool>(&self, ev: Event) {
+        match ev {
+            Event::FlowStage { flow, .. } if HOST && !self.deep_prefetch => {
+                if let Some(m) = self.hostm.as_ref().and_then(|h| h.msgs.get(flow as usize)) {
+                    prefetch(m);
+                }
+            }
+            Event::PosterDone { .. } | Event::Irq { .. } if HOST && !self.deep_prefetch => {}
+            _ => self.prefetch_stage::<HOST>(ev, 0),
         }
     }
 
     /// Starts loading what event `ev` reads at depth `stage` of its chain of lines, if
     /// the lines of the stage before are in. Only a hint: what runs is the same.
     #[inline(always)]
-    fn prefetch_stage(&self, ev: Event, stage: usize) {
+    fn prefetch_stage<const HOST: bool>(&self, ev: Event, stage: usize) {
         match ev {
             Event::TxDone { port } => self.prefetch_tx_done(port, stage),
             Event::Arrive { port } => self.prefetch_arrive(port, stage),
@@ -66,9 +94,55 @@ impl Sim {
                     prefetch_lines(p, 3);
                 }
             }
-            Event::FlowStage { flow, .. } if stage == 0 => {
-                if let Some(m) = self.hostm.as_ref().and_then(|h| h.msgs.get(flow as usize)) {
-                    prefetch(m);
+            Event::FlowStage { .. }
+            | Event::PosterDone { .. }
+            | Event::Irq { .. }
+            | Event::CollArrive { .. }
+            | Event::CollDone { .. }
+                if HOST =>
+            {
+                self.prefetch_host_side(ev, stage)
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Self::prefetch_stage`] for the host model's and collectives' events: a
+    /// message's stages, a posting context's step, an interrupt timer, a transfer's
+    /// arrival or completion.
+    #[inline(always)]
+    fn prefetch_host_side(&self, ev: Event, stage: usize) {
+        match ev {
+            Event::FlowStage { flow, stage: st } => {
+                if let Some(h) = self.hostm.as_ref() {
+                    h.prefetch_wake(HostWake::Stage { flow, stage: st }, stage);
+                }
+                // The stages that hand the message on read its flow: a ready request
+                // (`wr_ready`) or a landed message (`message_done`), and for a
+                // collective's transfer, the transfer's record and what it names.
+                if matches!(st, ST_PROCESSED | ST_PAYLOAD | ST_RECV_CQE) {
+                    let Some(f) = self.flows.get(flow as usize) else {
+                        return;
+                    };
+                    match (stage, f.coll) {
+                        (1, _) => prefetch_lines(f, 2),
+                        (2 | 3, Some((run, xfer))) if st == ST_RECV_CQE => {
+                            if let Some(r) = self.colls.get(run as usize) {
+                                r.prefetch_transfer(xfer, stage - 2);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Event::PosterDone { nic, poster } => {
+                if let Some(h) = self.hostm.as_ref() {
+                    h.prefetch_wake(HostWake::PosterDone { nic, poster }, stage);
+                }
+            }
+            Event::Irq { nic } => {
+                if let Some(h) = self.hostm.as_ref() {
+                    h.prefetch_wake(HostWake::Irq { nic }, stage);
                 }
             }
             Event::CollArrive { run, xfer } | Event::CollDone { run, xfer } => {
@@ -230,10 +304,9 @@ mod tests {
     /// on a fabric small enough to run it both ways: RC over ECMP with PFC and over
     /// spraying on a lossy fabric, whose routes it guesses, and adaptive routing under
     /// IB credits, whose per-packet routes it cannot; a ring allreduce through the host
-    /// model (its transfers' arrivals and completions, whose records name what the
-    /// next stage loads), its completions by polling and by interrupt. (The pipeline
-    /// only reads; what this catches is a guess that panics, or one day a stage that
-    /// writes.)
+    /// model (its messages' stages, posting contexts, transfers and clear-to-sends),
+    /// its completions by polling and by interrupt. (The pipeline only reads; what this
+    /// catches is a guess that panics, or one day a stage that writes.)
     #[test]
     fn the_pipeline_changes_nothing() {
         let fabric = |routing: &str, fc: &str| {

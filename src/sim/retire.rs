@@ -162,6 +162,7 @@ impl Sim {
     }
 
     /// Retires every held transfer record nothing can name again (see the module).
+    #[inline(always)]
     pub(super) fn sweep(&mut self, now: SimTime) {
         let named = &mut self.slots.named;
         named.clear();

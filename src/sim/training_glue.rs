@@ -144,6 +144,7 @@ pub(super) fn build_jobs(
 impl Sim {
     /// Job `job` is told `input` (through `f`); what it asks for is carried out and its
     /// next wake-up scheduled.
+    #[inline(always)]
     pub(super) fn train_step(
         &mut self,
         now: SimTime,
@@ -184,6 +185,7 @@ impl Sim {
     }
 
     /// The job's timers may be due.
+    #[inline(always)]
     pub(super) fn on_train_wake(&mut self, now: SimTime, job: u32) {
         let g = &mut self.jobs[job as usize];
         if g.wake.is_some_and(|w| w <= now) {

@@ -519,6 +519,7 @@ impl Sim {
     }
 
     /// Returns whether a timer was actually due.
+    #[inline(always)]
     pub(super) fn on_qp_timer(&mut self, now: SimTime, slot: u32) -> bool {
         let mtu_wire = self.mtu + self.overhead + self.int_bytes;
         let qp = &mut self.qps[slot as usize];
@@ -536,6 +537,7 @@ impl Sim {
 
     /// Out-of-order RC: the responder's hole timer; its selective NAKs go out if it was
     /// due, and it is kept pending while a hole is left. Returns whether it was due.
+    #[inline(always)]
     pub(super) fn on_hole_timer(&mut self, now: SimTime, slot: u32) -> bool {
         let qp = &mut self.qps[slot as usize];
         if !qp.take_hole_timer(now) || !qp.responder_answers(now) {
@@ -654,6 +656,7 @@ impl Sim {
         self.todo = todo;
     }
 
+    #[inline(always)]
     pub(super) fn deliver(&mut self, now: SimTime, host: u32, pkt: PktId) {
         let p = *self.pool.get(pkt);
         // What the switches stamped on a data packet, or an ACK echoes (HPCC).
