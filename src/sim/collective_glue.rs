@@ -3,7 +3,7 @@
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
 use super::Sources;
-use super::{FlowState, Sim, NO_QP};
+use super::{FlowState, Sim};
 use crate::analytic::{ideal_fct_on_path, ideal_inline_write};
 use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
@@ -253,17 +253,8 @@ impl Sim {
                 f.no_ar = no_ar;
                 self.put_transfer(id, f);
                 // The queue pair this sender's channel last went on, checked first.
-                let r = &self.colls[run as usize];
-                let at = r.rank_channel(s.src, s.channel);
-                let conns = n as usize * r.cfg.channels as usize;
-                let hints = &mut self.coll_qp_hint;
-                if hints.len() <= run as usize {
-                    hints.resize(run as usize + 1, Vec::new());
-                }
-                if hints[run as usize].is_empty() {
-                    hints[run as usize] = vec![NO_QP; conns];
-                }
-                let hint = hints[run as usize][at];
+                let at = self.colls[run as usize].rank_channel(s.src, s.channel);
+                let hint = self.coll_qp_hint[run as usize][at];
                 self.start_flow_on(now, id, hint);
                 self.coll_qp_hint[run as usize][at] = self.flows[id as usize].qp;
             }

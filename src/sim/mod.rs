@@ -654,6 +654,10 @@ impl Sim {
         let servers = sc.host.as_ref().map_or(topo.hosts(), |h| h.servers);
         let workload_flows = flows.len();
         let deep_prefetch = prefetch::deep_enough(ports.len());
+        let coll_qp_hint = colls
+            .iter()
+            .map(|r| vec![NO_QP; r.ranks_len() as usize * r.cfg.channels as usize])
+            .collect();
         let watchdog_bound = sc
             .watchdog
             .unwrap_or_else(|| watchdog::default_bound(rc.as_ref().map(|r| &r.params)));
@@ -667,7 +671,7 @@ impl Sim {
             coll_done: Vec::new(),
             coll_cts: Vec::new(),
             coll_cts_latency: Vec::new(),
-            coll_qp_hint: Vec::new(),
+            coll_qp_hint,
             gpu_link_free: vec![SimTime::ZERO; (servers * gpus_per_server) as usize],
             gpus_per_server,
             ideal_cache,

@@ -1,0 +1,204 @@
+//! The host pipeline's completion path: a CQE is written to its NIC's completion queue
+//! (after half a PCIe round trip, `cqe_latency`), the consumer learns of it by polling
+//! (a GPU thread, NCCL's proxy or a CPU core) or by an interrupt that the NIC's
+//! moderation releases (`fire_irq`, NAPI-style while the handler runs), and a received
+//! message may still be copied back into GPU memory (`notified`). Sources as in
+//! `components::host`; split out of it to keep each file to one idea.
+
+use super::{
+    HostAction, HostPipeline, HostWake, CPU_COPIES, CPU_INTERRUPTS, T_CQE, T_DONE, T_NOTIFIED,
+};
+use crate::engine::FlowId;
+use crate::nic::config::{Notify, PostingMode};
+use crate::units::{serialization_delay, SimDuration, SimTime};
+
+impl HostPipeline {
+    /// A CQE was written to `nic`'s completion queue.
+    pub(super) fn on_cqe(
+        &mut self,
+        now: SimTime,
+        flow: FlowId,
+        recv: bool,
+        out: &mut Vec<HostAction>,
+    ) {
+        let msg = self.msg(flow);
+        let nic = if recv {
+            self.data_receiver(&msg)
+        } else {
+            msg.src
+        };
+        let c = self.cfg.costs;
+        let cqe_bytes = self.cfg.cqe_bytes;
+        // The consumer of this CQ works in its own NIC's mode (a `stage` fallback on one
+        // side does not change the other).
+        let mode = if recv {
+            self.rx(nic, msg.workload).mode
+        } else {
+            self.tx(nic, msg.workload).mode
+        };
+        let interrupts = matches!(self.cfg.notify, Notify::Interrupt(_));
+        if recv {
+            self.msgs[flow as usize].t[T_CQE] = now.0;
+        }
+        let n = &mut self.nics[nic as usize];
+        n.stats.completions += 1;
+        n.stats.pcie_bytes += cqe_bytes;
+        let notified = match mode {
+            PostingMode::Gpu => now + c.gpu_cqe_poll,
+            PostingMode::CpuProxy => {
+                n.stats.proxy_core = true;
+                now + c.cqe_poll + c.proxy_handoff
+            }
+            PostingMode::Cpu | PostingMode::CpuGdr if !interrupts => {
+                n.stats.poll_core = true;
+                now + c.cqe_poll
+            }
+            PostingMode::Cpu | PostingMode::CpuGdr => {
+                n.stats.touch(now);
+                n.irq_pending.push_back((flow, recv));
+                let m = n
+                    .moderator
+                    .as_mut()
+                    .expect("interrupt mode has a moderator");
+                if let Some(irq) = m.on_completion(now) {
+                    self.fire_irq(now, nic, irq.completions, out);
+                } else {
+                    self.sync_irq_timer(nic, out);
+                }
+                return;
+            }
+        };
+        n.stats.touch(now);
+        n.stats.touch(notified);
+        self.notified(notified, flow, recv, out);
+    }
+
+    pub(super) fn sync_irq_timer(&mut self, nic: u32, out: &mut Vec<HostAction>) {
+        let n = &mut self.nics[nic as usize];
+        let Some(t) = n.moderator.as_ref().and_then(|m| m.next_timeout()) else {
+            return;
+        };
+        if n.irq_at.map_or(true, |s| t < s) {
+            n.irq_at = Some(t);
+            out.push(HostAction::Wake {
+                at: t,
+                nic,
+                wake: HostWake::Irq { nic },
+            });
+        }
+    }
+
+    /// Returns whether the moderation timer was due.
+    pub(super) fn on_irq_timer(
+        &mut self,
+        now: SimTime,
+        nic: u32,
+        out: &mut Vec<HostAction>,
+    ) -> bool {
+        let n = &mut self.nics[nic as usize];
+        if n.irq_at != Some(now) {
+            return false;
+        }
+        n.irq_at = None;
+        let m = n
+            .moderator
+            .as_mut()
+            .expect("interrupt mode has a moderator");
+        match m.handle_timeout(now) {
+            Some(irq) => {
+                self.fire_irq(now, nic, irq.completions, out);
+                true
+            }
+            None => {
+                self.sync_irq_timer(nic, out);
+                false
+            }
+        }
+    }
+
+    /// The moderation says interrupt: a core runs the hard IRQ and the softirq, then
+    /// handles each pending completion in turn. One core serves a CQ's interrupts: while
+    /// its handler still runs the CQ is not re-armed, so completions the moderator
+    /// releases meanwhile are picked up by the running handler (`cqe_poll` each) instead
+    /// of raising another interrupt (NAPI-style).
+    pub(super) fn fire_irq(
+        &mut self,
+        now: SimTime,
+        nic: u32,
+        completions: u32,
+        out: &mut Vec<HostAction>,
+    ) {
+        let c = self.cfg.costs;
+        let n = &mut self.nics[nic as usize];
+        let mut at = if now >= n.irq_busy_until {
+            n.stats.interrupts += 1;
+            n.stats.cpu_ps[CPU_INTERRUPTS] += c.hard_irq.0 + c.softirq.0;
+            now + c.hard_irq + c.softirq
+        } else {
+            n.irq_busy_until
+        };
+        n.stats.cpu_ps[CPU_INTERRUPTS] += completions as u64 * c.cqe_poll.0;
+        n.irq_busy_until = at + SimDuration(completions as u64 * c.cqe_poll.0);
+        let busy = n.irq_busy_until;
+        n.stats.touch(busy);
+        self.sync_irq_timer(nic, out);
+        for _ in 0..completions {
+            let (flow, recv) = self.nics[nic as usize]
+                .irq_pending
+                .pop_front()
+                .expect("an interrupt reports pending completions");
+            at += c.cqe_poll;
+            self.notified(at, flow, recv, out);
+        }
+    }
+
+    /// The consumer knows of the completion at `at`; a received message may still need
+    /// its copy back into GPU memory.
+    pub(super) fn notified(
+        &mut self,
+        at: SimTime,
+        flow: FlowId,
+        recv: bool,
+        out: &mut Vec<HostAction>,
+    ) {
+        if !recv {
+            self.msgs[flow as usize].send_open = false;
+            return;
+        }
+        let msg = self.msg(flow);
+        let rx = self.data_receiver(&msg);
+        let staged = self.rx(rx, msg.workload).staged;
+        let (copy_launch, pcie) = (self.cfg.costs.copy_launch, self.cfg.pcie_bandwidth);
+        self.msgs[flow as usize].t[T_NOTIFIED] = at.0;
+        let mut done = at;
+        if staged {
+            let n = &mut self.nics[rx as usize];
+            let start = at.max(n.ce_free);
+            done = start + copy_launch + serialization_delay(msg.size, pcie);
+            n.ce_free = done;
+            n.stats.cpu_ps[CPU_COPIES] += copy_launch.0;
+            n.stats.pcie_bytes += msg.size;
+        }
+        self.nics[rx as usize].stats.touch(done);
+        self.msgs[flow as usize].t[T_DONE] = done.0;
+        out.push(HostAction::Done { at: done, flow });
+    }
+
+    /// From a message landing (or its ACK arriving) to its CQE being visible: half a PCIe
+    /// round trip, plus the CPU interconnect when the CQ is in GPU memory across sockets
+    /// or, for a received message, when its data (which the CQE follows in order) crosses
+    /// it.
+    pub(super) fn cqe_latency(&self, nic: u32, workload: u16, recv: bool) -> SimDuration {
+        let p = if recv {
+            self.rx(nic, workload)
+        } else {
+            self.tx(nic, workload)
+        };
+        let extra = if recv {
+            p.control_extra.max(p.payload_extra)
+        } else {
+            p.control_extra
+        };
+        SimDuration(self.cfg.pcie_round_trip.0 / 2) + extra
+    }
+}
