@@ -55,6 +55,7 @@ mod nvls;
 mod placement;
 pub mod protocol;
 mod ring;
+mod share;
 pub mod spec;
 mod summary;
 pub mod tuner;
@@ -223,8 +224,10 @@ pub struct Send {
     pub nvls: dag::Nvls,
 }
 
+/// A ring transfer's record: who sends what to whom, and what it carries (a split run
+/// hands it to the partition where it lands: `CollectiveRun::transfer`).
 #[derive(Clone, Copy, Debug, Default)]
-struct Xfer {
+pub struct Xfer {
     src: u32,
     dst: u32,
     channel: u32,
@@ -372,6 +375,8 @@ pub struct CollectiveRun {
     pub on_demand: bool,
     completions: u32,
     started: bool,
+    /// In a run split over threads: the ranks this copy handles (`share`).
+    share: Option<share::Share>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -504,6 +509,7 @@ impl CollectiveRun {
             on_demand: false,
             completions: 0,
             started: false,
+            share: None,
         }
     }
 
@@ -696,19 +702,24 @@ impl CollectiveRun {
             })
             .collect();
         // Ranks with nothing to do are done at once.
+        // A split run's copy starts the ranks it handles (`share`).
         for p in 0..self.n {
-            if self.rank_finished(p) {
+            if self.owns(p) && self.rank_finished(p) {
                 self.ranks_done += 1;
             }
         }
         for p in 0..self.n {
+            if !self.owns(p) {
+                continue;
+            }
             for c in 0..self.cfg.channels {
                 self.issue(p, c, out);
             }
         }
-        if self.ranks_done == self.n {
-            // Nothing to move (cannot happen with 2+ ranks, kept for safety).
-            self.finish_iteration(now);
+        if self.ranks_done == self.ranks_here() {
+            // Nothing to move (cannot happen with 2+ ranks on one thread, kept for
+            // safety; a split run's copy may hold no rank).
+            self.ranks_here_done(now);
         }
     }
 
@@ -890,7 +901,8 @@ impl CollectiveRun {
         }
         let (tracked, stride) = (self.layout.tracked, self.layout.stride);
         let mut wrong = 0;
-        for p in 0..n {
+        // A split run's copy counts its own ranks (the copies' counts are summed).
+        for p in (0..n).filter(|&p| self.owns(p)) {
             for c in 0..self.cfg.channels {
                 for t in 0..tracked {
                     let slot = t * stride;

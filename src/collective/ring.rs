@@ -190,12 +190,17 @@ impl CollectiveRun {
         into.append(&mut self.clear_to_send);
     }
 
-    /// Rank `sender`'s clear-to-send for channel `c` arrived: one more slot is free at
-    /// its receiver.
-    pub fn on_clear_to_send(&mut self, sender: u32, c: u32, out: &mut Vec<Send>) {
+    /// Rank `sender`'s clear-to-send for channel `c` arrived (now): one more slot is free
+    /// at its receiver.
+    pub fn on_clear_to_send(&mut self, now: SimTime, sender: u32, c: u32, out: &mut Vec<Send>) {
         let i = self.rank_channel(sender, c);
         self.progress[i].cleared += 1;
         self.issue(sender, c, out);
+        // On one thread the last rank finishes by a receive; a split run's copy may
+        // finish its ranks with a send.
+        if self.ranks_done == self.ranks_here() && self.share.is_some() {
+            self.ranks_here_done(now);
+        }
     }
 
     /// Posts every send of rank `p` on channel `c` that is ready, in program order.
@@ -287,16 +292,7 @@ impl CollectiveRun {
                 count,
                 sum,
             };
-            let id = match self.free_xfers.pop() {
-                Some(i) => {
-                    self.xfers[i as usize] = x;
-                    i
-                }
-                None => {
-                    self.xfers.push(x);
-                    (self.xfers.len() - 1) as u32
-                }
-            };
+            let id = self.new_xfer_id(x);
             self.progress[idx].next_send += 1;
             let finished = self.channel_finished(idx);
             out.push(Send {
@@ -354,7 +350,7 @@ impl CollectiveRun {
     /// receiver's buffer and progress move on, and so may its sends and its sender's.
     pub(super) fn on_ring_done(&mut self, now: SimTime, xfer: u32, out: &mut Vec<Send>) {
         let x = self.xfers[xfer as usize];
-        self.free_xfers.push(xfer);
+        self.free_xfer(xfer);
         if let Some(i) = self.cell(x.channel, x.slot) {
             let cell = &mut self.buf[x.dst as usize][i];
             if x.reduce {
@@ -373,8 +369,8 @@ impl CollectiveRun {
         self.issue(x.dst, x.channel, out);
         // A buffer slot came free at the receiver: its sender may go on once it knows.
         self.slot_freed(x.src, x.dst, x.channel, self.progress[i].recv_done - 1, out);
-        if self.ranks_done == self.n {
-            self.finish_iteration(now);
+        if self.ranks_done == self.ranks_here() {
+            self.ranks_here_done(now);
         }
     }
 }

@@ -57,7 +57,7 @@ pub(super) fn done(run: &mut CollectiveRun, t: SimTime, xfer: u32, out: &mut Vec
     let mut cts = Vec::new();
     run.take_clear_to_sends(&mut cts);
     for c in &cts {
-        run.on_clear_to_send(c.sender, c.channel, out);
+        run.on_clear_to_send(SimTime::ZERO, c.sender, c.channel, out);
     }
     cts.len() as u32
 }
@@ -342,7 +342,7 @@ fn a_sender_waits_for_its_receivers_clear_to_send_across_servers() {
                 channel: 0
             }]
         );
-        run.on_clear_to_send(0, 0, &mut out);
+        run.on_clear_to_send(SimTime::ZERO, 0, 0, &mut out);
         assert_eq!(out.iter().filter(|s| s.src == 0).count(), 1, "now it sends");
         // The rest of the run, counting every clear-to-send.
         queue.retain(|s| s.xfer != first.xfer);

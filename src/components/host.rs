@@ -400,6 +400,24 @@ impl HostPipeline {
         self.msgs[flow as usize] = self.new_record(msg);
     }
 
+    /// A message in slot `flow`, past the end if need be: a split run's partitions give
+    /// out their own slots, and the slots between take `hole` until their messages come
+    /// (`sim::parallel_coll`).
+    pub fn place_message(&mut self, flow: FlowId, msg: Message, hole: Message) {
+        let i = flow as usize;
+        if self.msgs.len() <= i {
+            let h = self.new_record(hole);
+            self.msgs.resize(i + 1, h);
+        }
+        self.msgs[i] = self.new_record(msg);
+    }
+
+    /// Whether `flow`'s sender still waits for its send completion (a CQE to come, or
+    /// one not yet handled).
+    pub fn send_open(&self, flow: FlowId) -> bool {
+        self.msgs[flow as usize].send_open
+    }
+
     /// Both ends are done with `flow`: its receiver's completion handled, and its
     /// sender's CQE, if one was written, handled too. Nothing of the pipeline names it
     /// again.
@@ -897,3 +915,4 @@ mod completion;
 
 #[path = "host_merge.rs"]
 mod merge;
+pub use merge::merge_sides;

@@ -6,7 +6,15 @@
 //! its open send completion) from its source's owner, and its receiver-side stamps
 //! (`T_DELIVERED` on) from the owner of the host its data lands at.
 
-use super::{HostPipeline, NicState, T_DELIVERED};
+use super::{HostPipeline, MsgTimes, NicState, T_DELIVERED};
+
+/// A message's sending side (`tx`: its stamps up to `T_READY`, batch, mode, open send
+/// completion) with the receiving side's stamps (`rx`: `T_DELIVERED` on).
+pub fn merge_sides(tx: &MsgTimes, rx: &MsgTimes) -> MsgTimes {
+    let mut out = *tx;
+    out.t[T_DELIVERED..].copy_from_slice(&rx.t[T_DELIVERED..]);
+    out
+}
 
 impl HostPipeline {
     /// Each NIC's state, to be taken from the partition that owns it.
@@ -15,29 +23,38 @@ impl HostPipeline {
     }
 
     /// Puts the messages of `copies` (one per partition, in partition order) together
-    /// into the first; `owner(nic)` is the partition that owns `nic`. The copies hold
-    /// the same messages in the same slots (a split run retires none: collectives run
-    /// on one thread).
+    /// into the first; `ends(j)` are the partitions of message j's sender and of the
+    /// host its data lands at (a split run has no READ). The copies hold the messages in
+    /// the same slots, padded to the same length (a collective's transfer is held by its
+    /// sender's and its receiver's partitions).
     pub fn merge_messages(
         mut copies: Vec<HostPipeline>,
-        owner: impl Fn(u32) -> usize,
+        ends: impl Fn(usize) -> (usize, usize),
     ) -> HostPipeline {
         let msgs = (0..copies[0].msgs.len())
             .map(|j| {
-                let m = copies[0].msgs[j].msg;
-                let (tx, rx) = (owner(m.src), owner(copies[0].data_receiver(&m)));
-                let mut out = copies[tx].msgs[j];
-                let theirs = &copies[rx].msgs[j];
+                let (tx, rx) = ends(j);
                 debug_assert!(
-                    tx == rx || theirs.t[..T_DELIVERED].iter().all(|&t| t == u64::MAX),
+                    tx == rx
+                        || copies[rx].msgs[j].t[..T_DELIVERED]
+                            .iter()
+                            .all(|&t| t == u64::MAX),
                     "message {j}: the receiver's partition stamped a sender's stage"
                 );
-                out.t[T_DELIVERED..].copy_from_slice(&theirs.t[T_DELIVERED..]);
-                out
+                merge_sides(&copies[tx].msgs[j], &copies[rx].msgs[j])
             })
             .collect();
         let mut p = copies.swap_remove(0);
         p.msgs = msgs;
         p
+    }
+
+    /// Pads the messages to `len` slots with `hole` (a split run's slots no partition
+    /// filled, dropped at the end).
+    pub fn pad_messages(&mut self, len: usize, hole: super::Message) {
+        if self.msgs.len() < len {
+            let h = self.new_record(hole);
+            self.msgs.resize(len, h);
+        }
     }
 }

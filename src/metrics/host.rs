@@ -175,6 +175,17 @@ impl LatencyAcc {
         self.last = self.last.max(m.t[T_DONE]);
     }
 
+    /// Adds what `other` folded (the same figures as folding its messages here).
+    fn merge(&mut self, other: &LatencyAcc) {
+        self.hist
+            .add(&other.hist)
+            .expect("latency histograms of one shape");
+        self.n += other.n;
+        self.sum += other.sum;
+        self.first = self.first.min(other.first);
+        self.last = self.last.max(other.last);
+    }
+
     /// Count, mean (us), p99 (us) and rate (messages/s).
     fn finish(&self) -> (u64, f64, f64, f64) {
         let n = self.n;
@@ -231,6 +242,36 @@ impl MsgAcc {
             stage_hist: STAGES.iter().map(|_| latency_hist()).collect(),
             stage_sum: [0; 9],
             by_workload: Vec::new(),
+        }
+    }
+
+    /// Adds what `other` folded (a split run's partitions each fold the transfers they
+    /// retire: `sim::parallel_coll`); folding is order-free, so this is the fold of both.
+    pub fn merge(&mut self, other: &MsgAcc) {
+        self.all.merge(&other.all);
+        self.max = self.max.max(other.max);
+        for (h, o) in self.stage_hist.iter_mut().zip(&other.stage_hist) {
+            h.add(o).expect("stage histograms of one shape");
+        }
+        for (s, o) in self.stage_sum.iter_mut().zip(&other.stage_sum) {
+            *s += o;
+        }
+        if self.by_workload.len() < other.by_workload.len() {
+            self.by_workload.resize(other.by_workload.len(), None);
+        }
+        for (w, o) in self.by_workload.iter_mut().zip(&other.by_workload) {
+            let Some(o) = o else {
+                continue;
+            };
+            match w {
+                None => *w = Some(o.clone()),
+                Some(w) => {
+                    w.lat.merge(&o.lat);
+                    for (u, x) in w.used.iter_mut().zip(&o.used) {
+                        *u |= x;
+                    }
+                }
+            }
         }
     }
 

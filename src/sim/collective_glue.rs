@@ -38,6 +38,10 @@ impl Sim {
     /// scheduled.
     pub(super) fn coll_step(&mut self, now: SimTime, run: u32, input: CollInput) {
         let mut out = std::mem::take(&mut self.coll_out);
+        if let Some(p) = self.part.as_deref_mut() {
+            p.coll_wake = matches!(input, CollInput::Wake);
+            p.everywhere += u64::from(matches!(input, CollInput::Start | CollInput::Wake));
+        }
         let r = &mut self.colls[run as usize];
         match input {
             CollInput::Start => r.start(now),
@@ -45,16 +49,19 @@ impl Sim {
             CollInput::Done(x) => r.on_done(now, x, &mut out),
             CollInput::Clear(conn) => {
                 let ch = r.cfg.channels;
-                r.on_clear_to_send(conn / ch, conn % ch, &mut out);
+                r.on_clear_to_send(now, conn / ch, conn % ch, &mut out);
             }
         }
         if let Some(at) = r.take_wake() {
             self.q
-                .schedule(at, Sources::WORKLOAD, Event::CollWake { run });
+                .schedule(at, self.src.run(run), Event::CollWake { run });
         }
         self.send_clear_to_sends(now, run);
         self.dispatch_sends(now, run, &mut out);
         self.coll_out = out;
+        if self.part.is_some() {
+            self.give_back_transfers(run);
+        }
     }
 
     /// Delivers run `run`'s clear-to-sends: each an inline RDMA WRITE of NCCL's FIFO
@@ -83,11 +90,10 @@ impl Sim {
             }
             let delay = *lat[conn as usize]
                 .get_or_insert_with(|| ideal_inline_write(&self.sc, from, to, CLEAR_TO_SEND_BYTES));
-            self.q.schedule(
-                now + delay,
-                self.src.nic(from),
-                Event::CollClear { run, conn },
-            );
+            let (at, source) = (now + delay, self.src.nic(from));
+            if !self.clear_to_send_elsewhere(at, source, run, conn, to) {
+                self.q.schedule(at, source, Event::CollClear { run, conn });
+            }
         }
         self.coll_cts = cts;
     }
@@ -252,6 +258,9 @@ impl Sim {
                 f.coll = Some((run, s.xfer));
                 f.no_ar = no_ar;
                 self.put_transfer(id, f);
+                if self.part.is_some() {
+                    self.share_transfer(id, run, s.xfer, s.src);
+                }
                 // The queue pair this sender's channel last went on, checked first.
                 let at = self.colls[run as usize].rank_channel(s.src, s.channel);
                 let hint = self.coll_qp_hint[run as usize][at];

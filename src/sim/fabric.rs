@@ -220,7 +220,7 @@ impl Sim {
                 self.credits_back(now, port, w.wire as u64);
             }
             self.pool.free(pkt);
-            self.flows[p.flow as usize].packets_dropped += 1;
+            self.count_drop(p.flow);
             return;
         }
         match self.ports[port as usize].to {
@@ -528,7 +528,7 @@ impl Sim {
         let p = *self.pool.get(pkt);
         self.pool.free(pkt);
         self.ports[port as usize].count_drop(reason, p.wire as u64);
-        self.flows[p.flow as usize].packets_dropped += 1;
+        self.count_drop(p.flow);
     }
 }
 

@@ -127,6 +127,10 @@ impl Sim {
 
     /// `flow` is done (at `at`, now or later): flows waiting for it may start.
     pub(super) fn message_done(&mut self, at: SimTime, flow: FlowId) {
+        if self.part.is_some() {
+            // A split run: the receiving side goes to the sender's partition.
+            self.send_rx_side(flow);
+        }
         // What follows is scheduled by the endpoint the message landed at: its host's
         // NIC, or a switch (in-network aggregation).
         let rx = self.data_receiver(flow);

@@ -57,6 +57,8 @@ pub mod footprint;
 mod host_glue;
 mod idmap;
 mod parallel;
+mod parallel_coll;
+mod parallel_retire;
 pub mod partition;
 mod prefetch;
 pub mod retire;
@@ -86,6 +88,12 @@ fn host_message(def: &FlowDef) -> Message {
         size: def.size,
         workload: def.workload,
     }
+}
+
+/// What NCCL's tuner sees of the network: a server's NICs, in GB/s.
+fn tuner_net_gbps(sc: &Scenario) -> f64 {
+    sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64 * sc.topology.host_link.rate.0 as f64
+        / 8e9
 }
 
 /// Events at one simulated instant after which a run is taken to be stuck: far more
@@ -357,12 +365,16 @@ pub struct RunOutput {
 }
 
 /// The numbering of event sources for the engine's tie order ([`crate::engine::Source`]):
-/// the workload (flow starts, collectives, samples), then each egress port (its ends of
-/// serialization and wake-ups), each wire (its arrivals), each ingress (the PFC frames
-/// and credits it sends back), each NIC (its pacing, timers and host pipeline), each
-/// switch (what a message landing at it starts, in in-network aggregation).
+/// the workload (flow starts, training jobs, samples), then each collective item's run
+/// (its start and its iterations' wake-ups: a source of its own, so that every partition
+/// of a split run schedules a wake-up under the key one thread gives it), each egress
+/// port (its ends of serialization and wake-ups), each wire (its arrivals), each ingress
+/// (the PFC frames and credits it sends back), each NIC (its pacing, timers and host
+/// pipeline), each switch (what a message landing at it starts, in in-network
+/// aggregation).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sources {
+    runs: u32,
     ports: u32,
     hosts: u32,
     switches: u32,
@@ -372,27 +384,40 @@ impl Sources {
     pub(super) const WORKLOAD: Source = 0;
 
     pub(super) fn count(self) -> usize {
-        1 + 3 * self.ports as usize + self.hosts as usize + self.switches as usize
+        1 + self.runs as usize
+            + 3 * self.ports as usize
+            + self.hosts as usize
+            + self.switches as usize
+    }
+    /// Collective run `run`'s: a collective item's own, the workload's for a training
+    /// job's runs (which follow the items').
+    #[inline]
+    pub(super) fn run(self, run: u32) -> Source {
+        if run < self.runs {
+            1 + run
+        } else {
+            Self::WORKLOAD
+        }
     }
     #[inline]
     pub(super) fn port(self, port: PortId) -> Source {
-        1 + port
+        1 + self.runs + port
     }
     #[inline]
     pub(super) fn wire(self, port: PortId) -> Source {
-        1 + self.ports + port
+        1 + self.runs + self.ports + port
     }
     #[inline]
     pub(super) fn ingress(self, port: PortId) -> Source {
-        1 + 2 * self.ports + port
+        1 + self.runs + 2 * self.ports + port
     }
     #[inline]
     pub(super) fn nic(self, host: u32) -> Source {
-        1 + 3 * self.ports + host
+        1 + self.runs + 3 * self.ports + host
     }
     #[inline]
     pub(super) fn switch(self, switch: u32) -> Source {
-        1 + 3 * self.ports + self.hosts + switch
+        1 + self.runs + 3 * self.ports + self.hosts + switch
     }
 }
 
@@ -599,6 +624,11 @@ impl Sim {
             .collect();
         start_order.sort_by_key(|&i| (flows[i as usize].def.start, i));
         let src = Sources {
+            runs: sc
+                .workload
+                .iter()
+                .filter(|w| matches!(w, crate::workload::Workload::Collective(_)))
+                .count() as u32,
             ports: topo.ports(),
             hosts: topo.hosts(),
             switches: topo.switches(),
@@ -629,7 +659,7 @@ impl Sim {
                         .expect("placement checked by validation");
                 q.schedule(
                     SimTime(c.start.0),
-                    Sources::WORKLOAD,
+                    src.run(colls.len() as u32),
                     Event::CollStart {
                         run: colls.len() as u32,
                     },
@@ -641,10 +671,7 @@ impl Sim {
                     |port| topo.leaf_of(port),
                     topo.leaves,
                     topo.spines,
-                    // What NCCL's tuner sees of the network: a server's NICs.
-                    sc.host.as_ref().map_or(1, |h| h.nics_per_host) as f64
-                        * topo.host_link.rate.0 as f64
-                        / 8e9,
+                    tuner_net_gbps(sc),
                 ));
             }
         }

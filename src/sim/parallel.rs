@@ -60,24 +60,36 @@
 //! series is taken by each partition for what it owns and put together at the end
 //! (`sampler`).
 //!
+//! Ring collectives split by rank, a rank in its host's partition, with each server's
+//! NICs in one partition (`Plan::servers_whole`): transfer records copied to the
+//! receiver's partition, clear-to-sends sent as events, iterations ended at the meetings
+//! and the records numbered and retired there (`parallel_coll`, `parallel_retire`).
+//!
 //! What it leaves out (the run falls back to one thread, and says why: [`unsupported`]):
 //! RDMA READ, a receive-posting delay shorter than the
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
-//! collectives and training, a flow that waits on one landing at another
-//! host, a fabric of one leaf or one spine.
+//! collectives other than rings (trees, NVLSTree, in-network, and `auto` where NCCL's
+//! tuner picks one of those for a size), several queue pairs a connection, collectives
+//! over raw packets, servers whose NICs span more groups of leaves than the partitions
+//! (a rail-optimized fabric of one leaf a rail), training jobs, a flow that waits on one
+//! landing at another host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a switch port's credit wake-ups cannot be made one thread's
 //! (`reconcile_credits`), is run again on one thread, so that what it reports is the
 //! one-thread run's; so is one whose windows hold too little work to pay for the
-//! meetings ([`MIN_EVENTS_PER_WINDOW`]), after its first windows.
+//! meetings ([`MIN_EVENTS_PER_WINDOW`]), after its first windows, and one whose
+//! collective launches its next iteration within the window that ended the last (a
+//! launch shorter than the lookahead: `parallel_coll::LAUNCH_IN_WINDOW`).
 
 use super::idmap::IdMap;
+use super::parallel_retire::RxSide;
 use super::partition::Plan;
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
 use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
-use super::{RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
+use super::{FlowState, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
 use crate::cc::Telemetry;
+use crate::collective::Xfer;
 use crate::components::{FlowControl, OnWire};
 use crate::engine::{Event, EventQueue, FlowId, PortId, Source};
 use crate::packet::Packet;
@@ -123,6 +135,22 @@ pub(super) enum Msg {
     /// before `until` (one path latency later, so never within the window it retired
     /// in: every path between partitions crosses a link of the lookahead or longer).
     QpClosed { slot: u32, until: SimTime },
+    /// A collective's transfer record made there, in slot `id`: run `run`'s transfer
+    /// `xfer` (`parallel_coll`).
+    Transfer {
+        id: FlowId,
+        state: Box<FlowState>,
+        run: u32,
+        xfer: u32,
+        record: Xfer,
+    },
+    /// Run `run`'s transfer `xfer`, numbered here, landed there: its number is free.
+    GiveBack { run: u32, xfer: u32 },
+    /// Transfer record `id`, made here, is done on its receiving side there
+    /// (`parallel_retire`).
+    RxSide { id: FlowId, side: Box<RxSide> },
+    /// A packet of transfer record `id`, made here, was lost there.
+    Dropped { id: FlowId },
 }
 
 impl Msg {
@@ -134,10 +162,20 @@ impl Msg {
             Msg::Packet { on_wire, .. } => Some(on_wire.arrive.0),
             Msg::Event { key, .. } | Msg::RecvPost { key, .. } => Some((key >> 64) as u64),
             Msg::Returning { .. } => Some(end.0),
-            Msg::QpOpen { .. } | Msg::FlowQp { .. } | Msg::QpClosed { .. } => None,
+            Msg::QpOpen { .. }
+            | Msg::FlowQp { .. }
+            | Msg::QpClosed { .. }
+            | Msg::Transfer { .. }
+            | Msg::GiveBack { .. }
+            | Msg::RxSide { .. }
+            | Msg::Dropped { .. } => None,
         }
     }
 }
+
+/// A transfer record made in a window: the key of the event that made it, its tie order
+/// within that event, its slot (`parallel_retire::number_window`).
+pub(super) type Made = (u128, u32, FlowId);
 
 /// A packet's per-hop telemetry and send time, beside it in the pool.
 pub(super) type Side = (Telemetry, SimTime);
@@ -174,32 +212,23 @@ pub(super) struct Part {
     credit_steps: Vec<CreditStep>,
     returns: Vec<(PortId, u128, u128, u32)>,
     /// The end of the last window: keys before it are handled.
-    window_end: SimTime,
-}
-
-/// What an event did to a port's credit bookkeeping (IB, a run split over threads):
-/// credits landed, whether it then waited for credit, whether it asked for a wake-up
-/// and under which key one was scheduled.
-#[derive(Debug, Clone, Copy)]
-struct CreditStep {
-    port: PortId,
-    key: u128,
-    landed: u32,
-    stalled: bool,
-    asked: bool,
-    got: Option<u128>,
-}
-
-impl Part {
-    /// Whether `port`'s credit bookkeeping is logged (its credits come back from
-    /// another partition).
-    #[inline]
-    pub fn logs_credits(&self, port: PortId) -> bool {
-        self.credit_cross
-            .get(port as usize)
-            .copied()
-            .unwrap_or(false)
-    }
+    pub window_end: SimTime,
+    /// Collectives (`parallel_coll`): transfer record slots given out here so far; the
+    /// key, tie order and slot of each made here; whether the event being handled is a
+    /// run's wake-up; scratch for numbers to give back.
+    pub fresh_transfers: u32,
+    pub created: Vec<Made>,
+    pub coll_wake: bool,
+    pub given_back: Vec<u32>,
+    /// Events every partition handles (a run's start and wake-ups), counted once in
+    /// the run's events.
+    pub everywhere: u64,
+    /// Transfer records (`parallel_retire`): the receiving sides of those made here
+    /// that landed elsewhere; a sweep's candidates between its two meetings, and the
+    /// transfers this partition's packets named at the first.
+    pub rx_sides: IdMap<FlowId, RxSide>,
+    pub sweep: Option<Vec<FlowId>>,
+    pub named: Vec<FlowId>,
 }
 
 /// Why `sc` cannot be split over threads, if it cannot.
@@ -209,9 +238,13 @@ pub fn unsupported(sc: &Scenario) -> Option<&'static str> {
             return Some("RDMA READ");
         }
     }
-    for w in &sc.workload {
+    for (item, w) in sc.workload.iter().enumerate() {
         match w {
-            Workload::Collective(_) => return Some("collectives"),
+            Workload::Collective(c) => {
+                if let Some(why) = super::parallel_coll::collective_unsupported(sc, item, c) {
+                    return Some(why);
+                }
+            }
             Workload::Training(_) => return Some("training jobs"),
             _ => {}
         }
@@ -283,7 +316,17 @@ impl Sim {
             credit_steps: Vec::new(),
             returns: Vec::new(),
             window_end: SimTime::ZERO,
+            fresh_transfers: 0,
+            created: Vec::new(),
+            coll_wake: false,
+            given_back: Vec::new(),
+            everywhere: 0,
+            rx_sides: IdMap::default(),
+            sweep: None,
+            named: Vec::new(),
         }));
+        let plan = sim.part.as_ref().expect("just set").plan.clone();
+        sim.split_collectives(&plan, me);
         sim
     }
 
@@ -360,128 +403,6 @@ impl Sim {
         }
     }
 
-    /// `try_start` on a switch port whose credits come back from another partition:
-    /// the same, and what it did to the port's credit bookkeeping is logged for the
-    /// barrier (`reconcile_credits`).
-    pub(super) fn try_start_logged(&mut self, now: SimTime, port: PortId) {
-        let key = self.q.current_key();
-        let p = &mut self.ports[port as usize];
-        let part = self.part.as_deref_mut().expect("a partition");
-        let (stalled, cw, keys) = p.credit_state();
-        let before = keys.count();
-        part.credit_start.entry(port).or_insert_with(|| {
-            let (_, _, keys) = p.credit_state();
-            (stalled, cw, keys.collect())
-        });
-        p.land_credits(key);
-        let landed = (before - p.credit_state().2.count()) as u32;
-        let polled = p.poll_transmit(now);
-        let (asked, got) = match polled {
-            Err(None) => (true, p.credit_wake_due()),
-            _ => (false, None),
-        };
-        let stalled = p.credit_state().0;
-        part.credit_steps.push(CreditStep {
-            port,
-            key,
-            landed,
-            stalled,
-            asked,
-            got,
-        });
-        self.after_poll(port, polled, got);
-    }
-
-    /// At a barrier, IB: the credits the other partitions let go in the last window
-    /// join their ports' returns, and each port's wake-ups become those one thread
-    /// would have scheduled. One thread decides a wake-up as each return is let go (if
-    /// the port waits for credit and none is scheduled) and each time the port finds too
-    /// little credit (under the first return's key), so the port's log and the returns
-    /// are replayed in key order: a wake-up one thread would have scheduled and this
-    /// partition did not is scheduled now (its key is past the window: returns land a
-    /// link's latency after they are let go); one due inside the window, or one this
-    /// partition scheduled and one thread would not have, cannot be mended, and the run
-    /// goes again on one thread.
-    fn reconcile_credits(&mut self) {
-        let part = self.part.as_deref_mut().expect("a partition");
-        let mut returns = std::mem::take(&mut part.returns);
-        // By port, each port's in the order they were let go (one partition sends them).
-        returns.sort_by_key(|r| r.0);
-        let steps = std::mem::take(&mut part.credit_steps);
-        let mut start = std::mem::take(&mut part.credit_start);
-        let window_end = part.window_end;
-        let mut i = 0;
-        while i < returns.len() {
-            let port = returns[i].0;
-            let mut j = i;
-            while j < returns.len() && returns[j].0 == port {
-                j += 1;
-            }
-            let (mut stalled, mut cw, old) = start.remove(&port).unwrap_or_else(|| {
-                let (s, c, keys) = self.ports[port as usize].credit_state();
-                (s, c, keys.collect())
-            });
-            let mut old: std::collections::VecDeque<u128> = old.into();
-            let mut new: Vec<u128> = Vec::new();
-            let (mut one, mut mine) = (Vec::new(), Vec::new());
-            let mut own = steps.iter().filter(|s| s.port == port).peekable();
-            let mut pushes = returns[i..j].iter().peekable();
-            loop {
-                let step_first = match (own.peek(), pushes.peek()) {
-                    (Some(s), Some(r)) => s.key < r.1,
-                    (Some(_), None) => true,
-                    (None, Some(_)) => false,
-                    (None, None) => break,
-                };
-                if step_first {
-                    let s = own.next().expect("peeked");
-                    for _ in 0..s.landed {
-                        old.pop_front();
-                    }
-                    if s.landed > 0 {
-                        cw = false;
-                    }
-                    stalled = s.stalled;
-                    if s.asked && stalled && !cw {
-                        if let Some(&front) = old.front().or(new.first()) {
-                            one.push(front);
-                            cw = true;
-                        }
-                    }
-                    mine.extend(s.got);
-                } else {
-                    let r = pushes.next().expect("peeked");
-                    new.push(r.2);
-                    if stalled && !cw {
-                        let front = *old.front().or(new.first()).expect("a return");
-                        one.push(front);
-                        cw = true;
-                    }
-                }
-            }
-            for &k in &one {
-                if mine.contains(&k) {
-                    continue;
-                }
-                if (k >> 64) as u64 >= window_end.0 {
-                    self.q
-                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                } else {
-                    let part = self.part.as_deref_mut().expect("a partition");
-                    part.diverged.get_or_insert(DIVERGED);
-                }
-            }
-            if mine.iter().any(|k| !one.contains(k)) {
-                let part = self.part.as_deref_mut().expect("a partition");
-                part.diverged.get_or_insert(DIVERGED);
-            }
-            for &(_, _, key, blocks) in &returns[i..j] {
-                self.ports[port as usize].credits_returning_as(key, blocks, cw);
-            }
-            i = j;
-        }
-    }
-
     /// At a barrier: puts in place what partition `from` sent this one.
     fn take_messages(&mut self, from: u16, (msgs, side): Mail) {
         let mut side = side.into_iter();
@@ -549,6 +470,19 @@ impl Sim {
                     }
                 }
                 Msg::Event { key, event } => self.q.schedule_reserved(key, event),
+                Msg::Transfer {
+                    id,
+                    state,
+                    run,
+                    xfer,
+                    record,
+                } => self.take_transfer(id, *state, run, xfer, record),
+                Msg::GiveBack { run, xfer } => self.colls[run as usize].give_back(xfer),
+                Msg::RxSide { id, side } => {
+                    let part = self.part.as_deref_mut().expect("a partition");
+                    part.rx_sides.insert(id, *side);
+                }
+                Msg::Dropped { id } => self.flows[id as usize].packets_dropped += 1,
                 Msg::Returning {
                     port,
                     key,
@@ -625,6 +559,16 @@ struct Shared {
     work: [Vec<AtomicU64>; 2],
     /// `logs[parity][i]`: partition `i`'s pool log of the window before the meeting.
     logs: [Vec<Mutex<PoolLog>>; 2],
+    /// `done[parity][i * runs + r]`: when partition `i`'s ranks of collective run `r`
+    /// finished its current iteration (`u64::MAX`: not yet), before the meeting.
+    done: [Vec<AtomicU64>; 2],
+    /// Transfer records (`parallel_retire`): `created[parity][i]` the transfers partition
+    /// `i` made in the window before the meeting; `sweep[parity][i]` whether it holds
+    /// enough records for a sweep; `named[parity][i]` the transfers its packets named at
+    /// the meeting a sweep started.
+    created: [Vec<Mutex<Vec<Made>>>; 2],
+    sweep: [Vec<AtomicBool>; 2],
+    named: [Vec<Mutex<Vec<FlowId>>>; 2],
     /// Each partition's events handled so far (for the progress line).
     events: Vec<AtomicU64>,
     /// A partition stopped for a reason of its own (livelock, watchdog, memory) or
@@ -675,7 +619,20 @@ pub fn run(
         let traffic = flows
             .iter()
             .map(|f| (f.src, f.dst, f.size.div_ceil(sc.mtu).max(1)));
-        Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic))
+        let collectives = sc
+            .workload
+            .iter()
+            .any(|w| matches!(w, Workload::Collective(_)));
+        match (&sc.host, collectives) {
+            // A server's ranks move data between them where both are: servers whole.
+            (Some(h), true) => Arc::new(
+                Plan::servers_whole(&graph, sc.topology.leaves, parts, |port| {
+                    (port < h.servers * h.nics_per_host).then(|| h.server_of(port))
+                })
+                .ok_or("servers spread over more leaves than the partitions can keep whole")?,
+            ),
+            _ => Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic)),
+        }
     };
     if plan.crossing_links == 0 {
         return Err("no link between partitions");
@@ -691,6 +648,11 @@ pub fn run(
         }
     }
     let n = parts as usize;
+    let runs = sc
+        .workload
+        .iter()
+        .filter(|w| matches!(w, Workload::Collective(_)))
+        .count();
     let shared = Shared {
         barrier: WindowBarrier::new(n),
         mail: std::array::from_fn(|_| {
@@ -702,6 +664,10 @@ pub fn run(
         halt: std::array::from_fn(|_| (0..n).map(|_| AtomicBool::new(false)).collect()),
         work: std::array::from_fn(|_| (0..n).map(|_| AtomicU64::new(0)).collect()),
         logs: std::array::from_fn(|_| (0..n).map(|_| Mutex::new(PoolLog::default())).collect()),
+        done: std::array::from_fn(|_| (0..n * runs).map(|_| AtomicU64::new(u64::MAX)).collect()),
+        created: std::array::from_fn(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()),
+        sweep: std::array::from_fn(|_| (0..n).map(|_| AtomicBool::new(false)).collect()),
+        named: std::array::from_fn(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()),
         events: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
         why: Mutex::new(None),
@@ -725,6 +691,9 @@ pub fn run(
                     let m = me as usize;
                     let mut told = 0;
                     let mut budget = shared.barrier.first_budget();
+                    let mut done_here = vec![u64::MAX; runs];
+                    // Transfers numbered so far (the same count in every partition).
+                    let mut numbered = 0u32;
                     // Before the first meeting: no mail, the partition's own events.
                     let (mut meeting, mut next, mut halt) = (0usize, next_time(&sim.q), None);
                     let stopped = loop {
@@ -732,6 +701,22 @@ pub fn run(
                         shared.next[b][m].store(next, Ordering::SeqCst);
                         shared.halt[b][m].store(halt.is_some(), Ordering::SeqCst);
                         shared.work[b][m].store(sim.q.events_processed(), Ordering::SeqCst);
+                        sim.iterations_done_here(&mut done_here);
+                        for (r, &d) in done_here.iter().enumerate() {
+                            shared.done[b][m * runs + r].store(d, Ordering::SeqCst);
+                        }
+                        {
+                            // Each slot is read by every partition between this meeting
+                            // and the next, and written again only after that one.
+                            let part = sim.part.as_deref_mut().expect("a partition");
+                            *lock(&shared.created[b][m]) = std::mem::take(&mut part.created);
+                            shared.sweep[b][m].store(
+                                part.sweep.is_none() && sim.slots.wants_sweep(),
+                                Ordering::SeqCst,
+                            );
+                            let part = sim.part.as_deref_mut().expect("a partition");
+                            *lock(&shared.named[b][m]) = std::mem::take(&mut part.named);
+                        }
                         if let Some(why) = halt {
                             shared.stop(why);
                         }
@@ -749,6 +734,24 @@ pub fn run(
                             .map(|x| x.load(Ordering::SeqCst))
                             .min()
                             .unwrap_or(u64::MAX);
+                        // Collectives whose ranks are done everywhere end their
+                        // iteration; their next wake-ups count among the events.
+                        let ends: Vec<Option<SimTime>> = (0..runs)
+                            .map(|r| {
+                                (0..n)
+                                    .map(|i| shared.done[b][i * runs + r].load(Ordering::SeqCst))
+                                    .try_fold(0u64, |latest, d| {
+                                        (d != u64::MAX).then_some(latest.max(d))
+                                    })
+                                    .map(SimTime)
+                            })
+                            .collect();
+                        let t = sim.end_iterations(&ends).map_or(t, |w| t.min(w));
+                        {
+                            let logs: Vec<_> = shared.created[b].iter().map(lock).collect();
+                            let lists: Vec<&[Made]> = logs.iter().map(|g| g.as_slice()).collect();
+                            numbered += sim.number_window(&lists, numbered);
+                        }
                         if me == 0 {
                             {
                                 // The window before the meeting's logs, folded in place:
@@ -778,6 +781,19 @@ pub fn run(
                             sim.take_messages(from as u16, msgs);
                         }
                         sim.reconcile_credits();
+                        // A sweep of transfer records: its candidates and names at one
+                        // meeting, the records retired at the next (`parallel_retire`).
+                        let part = sim.part.as_deref_mut().expect("a partition");
+                        if let Some(candidates) = part.sweep.take() {
+                            let held: Vec<_> = shared.named[b].iter().map(lock).collect();
+                            let named: Vec<&[FlowId]> = held.iter().map(|g| g.as_slice()).collect();
+                            sim.retire_candidates(&candidates, &named);
+                        } else if shared.sweep[b].iter().any(|s| s.load(Ordering::SeqCst)) {
+                            let (candidates, named) = sim.sweep_candidates();
+                            let part = sim.part.as_deref_mut().expect("a partition");
+                            part.sweep = Some(candidates);
+                            part.named = named;
+                        }
                         // The run ends at this meeting (every partition reads the same
                         // `t`) only now, with the last window's logs merged and its mail
                         // taken, so that a credit wake-up it got wrong is still found.
@@ -871,87 +887,13 @@ pub fn run(
 }
 
 #[path = "parallel_merge.rs"]
-mod merge;
+pub(super) mod merge;
 use merge::merge;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+#[path = "parallel_tests.rs"]
+mod tests;
 
-    /// Scenarios the split does not cover say why; one that it does gets no more
-    /// partitions than it has leaves or spines.
-    #[test]
-    fn what_runs_on_one_thread_says_why() {
-        let yaml = |extra: &str| {
-            format!(
-                "name: t\ntopology: {{ leaves: 4, spines: 2, hosts_per_leaf: 2, \
-                 host_link: {{ rate: 100Gbps, latency: 1us }}, \
-                 fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
-                 workload:\n  - permutation: {{ size: 1MB }}\n{extra}"
-            )
-        };
-        let load =
-            |y: String| crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap();
-        assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
-        assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
-        let cases = [("transport: { rc: { operation: read } }\n", "READ")];
-        for (extra, why) in cases {
-            let e = plan_threads(&load(yaml(extra)), 2).unwrap_err();
-            assert!(e.contains(why), "{extra}: {e}");
-        }
-    }
-
-    /// A receive-posting delay splits when the responder's partition can hear of it in
-    /// time: no shorter than the lookahead (here the 1 us links).
-    #[test]
-    fn a_receive_posting_delay_splits_from_the_lookahead() {
-        let sc = |delay: &str| {
-            let y = format!(
-                "name: t\ntopology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, \
-                 host_link: {{ rate: 100Gbps, latency: 1us }}, \
-                 fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
-                 transport: {{ rc: {{ operation: send, recv_post_delay: {delay}, \
-                 min_rnr_timer: 1 }} }}\n\
-                 workload:\n  - permutation: {{ size: 100KB }}\n"
-            );
-            crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap()
-        };
-        let e = run(&sc("999ns"), 2, 0).err();
-        assert_eq!(
-            e,
-            Some("a receive-posting delay shorter than the lookahead")
-        );
-        assert_eq!(run(&sc("1us"), 2, 0).expect("split").threads, 2);
-        // Longer than a path (2-4 us): the first SENDs are RNR-NAKed.
-        let split = run(&sc("10us"), 2, 0).expect("split");
-        let one = Sim::new(&sc("10us")).run();
-        assert!(
-            one.rc.unwrap().rnr_naks > 0,
-            "SENDs met empty receive queues"
-        );
-        // The same flows (their queue-pair slots are each partition's own).
-        let seen = |o: &RunOutput| -> Vec<_> {
-            o.flows
-                .iter()
-                .map(|f| (f.delivered, f.retransmissions, f.landed, f.finish))
-                .collect()
-        };
-        assert_eq!(seen(&one), seen(&split));
-        assert_eq!(one.rc.unwrap().rnr_naks, split.rc.unwrap().rnr_naks);
-    }
-
-    #[test]
-    fn runs_side_by_side_share_the_cores() {
-        // One run keeps what was asked, even beyond the cores.
-        assert_eq!(threads_per_run(4, 1, 2), 4);
-        assert_eq!(threads_per_run(2, 1, 16), 2);
-        // 4 sets at once on 16 cores: 4 threads each; on 8 cores, 2.
-        assert_eq!(threads_per_run(8, 4, 16), 4);
-        assert_eq!(threads_per_run(8, 4, 8), 2);
-        // Fewer threads asked than the share: as asked.
-        assert_eq!(threads_per_run(2, 4, 64), 2);
-        // More runs at once than cores: one thread each, never none.
-        assert_eq!(threads_per_run(4, 3, 2), 1);
-        assert_eq!(threads_per_run(0, 3, 2), 1);
-    }
-}
+#[path = "parallel_credits.rs"]
+mod credits;
+use credits::CreditStep;

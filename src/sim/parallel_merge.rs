@@ -5,7 +5,7 @@
 
 use super::{Plan, RcTotals, RunOutput, Sim};
 use crate::components::host::HostPipeline;
-use crate::engine::PortId;
+use crate::engine::{FlowId, PortId};
 use crate::sim::run_loop::LoopState;
 use crate::sim::{FlowState, Metric, Outcome, Sample};
 use crate::units::SimTime;
@@ -79,7 +79,13 @@ pub(super) fn merge(
     peak: i64,
 ) -> RunOutput {
     let per_part: Vec<u64> = parts.iter().map(|p| p.0.q.events_processed()).collect();
-    let events: u64 = per_part.iter().sum();
+    // A run's start and wake-ups are every partition's: one thread's count has each once.
+    let everywhere: u64 = parts
+        .iter()
+        .skip(1)
+        .map(|p| p.0.part.as_deref().map_or(0, |x| x.everywhere))
+        .sum();
+    let events: u64 = per_part.iter().sum::<u64>() - everywhere;
     let stopped = parts.iter().any(|p| p.2);
     let last = parts
         .iter()
@@ -108,48 +114,62 @@ pub(super) fn merge(
     );
     let switches = pick(&mut sims, |s| &mut s.switches, |s| plan.switch(s as u32));
     let nics = pick(&mut sims, |s| &mut s.nics, |h| plan.host(h as u32));
+    // Collectives (`parallel_coll`, `parallel_retire`): every copy holds every transfer
+    // record, padded to the same slots; a slot its maker retired and did not give out
+    // again holds none. The partitions' folds of what they retired, and each run's
+    // wrong pieces (counted where their ranks are), are summed.
+    let collectives = !sims[0].colls.is_empty();
+    let records = sims.iter().map(|s| s.flows.len()).max().unwrap_or(0);
+    for s in sims.iter_mut() {
+        let hole = FlowState::hole(&s.sc);
+        if let Some(h) = s.hostm.as_mut() {
+            h.pad_messages(records, super::super::host_message(&hole.def));
+        }
+        s.flows.resize(records, hole);
+    }
+    let freed: Vec<FlowId> = sims
+        .iter()
+        .flat_map(|s| s.slots.free_slots().iter().copied())
+        .collect();
+    for s in sims.iter_mut() {
+        for &id in &freed {
+            s.flows[id as usize].num = super::super::parallel_coll::HOLE;
+        }
+    }
+    let (first, rest) = sims.split_at_mut(1);
+    for o in rest.iter() {
+        for (r, other) in first[0].colls.iter_mut().zip(&o.colls) {
+            r.add_wrong_from(other);
+        }
+        first[0].retired.merge(&o.retired);
+    }
     let mut copies: Vec<_> = sims
         .iter_mut()
         .map(|s| std::mem::take(&mut s.flows).into_iter())
         .collect();
     let count = copies.first().map_or(0, |c| c.len());
     let mut flows = Vec::with_capacity(count);
-    for _ in 0..count {
-        let mut all: Vec<_> = copies
+    let base = sims[0].slots.base() as usize;
+    for i in 0..count {
+        let all: Vec<_> = copies
             .iter_mut()
             .map(|c| c.next().expect("every partition holds every flow"))
             .collect();
-        let tx = plan.host(all[0].def.src) as usize;
-        // Each side counts what it did; a time is set where it happened (on one side,
-        // or first where the requester also sets it on completion: `landed`).
-        let sum = |get: fn(&FlowState) -> u64| all.iter().map(get).sum::<u64>();
-        let first = |get: fn(&FlowState) -> Option<SimTime>| all.iter().filter_map(get).min();
-        let (segmented, delivered) = (sum(|f| f.segmented), sum(|f| f.delivered));
-        let packets_sent = sum(|f| f.packets_sent as u64) as u32;
-        let packets_dropped = sum(|f| f.packets_dropped as u64) as u32;
-        let retransmissions = sum(|f| f.retransmissions as u64) as u32;
-        let (landed, finish, failed_at) = (
-            first(|f| f.landed),
-            first(|f| f.finish),
-            first(|f| f.failed_at),
-        );
-        let started = all.iter().any(|f| f.started);
-        let outcome = all
-            .iter()
-            .map(|f| f.outcome)
-            .find(|o| *o != Outcome::Pending)
-            .unwrap_or(Outcome::Pending);
-        let mut f = all.swap_remove(tx);
-        f.segmented = segmented;
-        f.delivered = delivered;
-        f.packets_sent = packets_sent;
-        f.packets_dropped = packets_dropped;
-        f.retransmissions = retransmissions;
-        f.landed = landed;
-        f.finish = finish;
-        f.failed_at = failed_at;
-        f.started = started;
-        f.outcome = outcome;
+        let f = if i < base {
+            let tx = plan.host(all[0].def.src) as usize;
+            merge_copies(all, tx)
+        } else {
+            // A transfer record's slot names the partition that made it, its sender's;
+            // only its receiver's partition holds the other side (the others hold none,
+            // or an older record of the slot's).
+            let tx = (i - base) % plan.parts as usize;
+            let rx = plan.host(all[tx].def.dst) as usize;
+            if rx == tx {
+                all[tx].clone()
+            } else {
+                merge_copies(vec![all[tx].clone(), all[rx].clone()], 0)
+            }
+        };
         flows.push(f);
     }
     // Queue pairs: each requester's own, from its partition; the responder copies give
@@ -181,12 +201,26 @@ pub(super) fn merge(
             .iter_mut()
             .map(|s| s.hostm.take().expect("taken once"))
             .collect();
-        let mut p = HostPipeline::merge_messages(copies, |nic| plan.host(nic) as usize);
+        let ends = |j: usize| {
+            let d = &flows[j].def;
+            (plan.host(d.src) as usize, plan.host(d.dst) as usize)
+        };
+        let mut p = HostPipeline::merge_messages(copies, ends);
         *p.nics_mut() = nics;
         p
     });
     let mut sim = sims.swap_remove(0);
     sim.hostm = hostm;
+    if collectives {
+        let mut msgs = sim.hostm.as_mut().map(|h| h.take_messages());
+        super::super::parallel_coll::order_transfers(&mut flows, msgs.as_mut());
+        // Their slots are gone with them (the end of run has nothing to compact).
+        sim.slots.swept(Vec::new(), []);
+        sim.slots.clear_free();
+        if let (Some(h), Some(m)) = (sim.hostm.as_mut(), msgs) {
+            h.put_messages(m);
+        }
+    }
     sim.rc_totals.merge(&responders);
     for o in &sims {
         sim.rc_totals.merge(&o.rc_totals);
@@ -211,4 +245,39 @@ pub(super) fn merge(
     out.threads = plan.parts;
     out.partition_events = per_part;
     out
+}
+
+/// One flow's copies put together: each side counts what it did; a time is set where it
+/// happened (on one side, or first where the requester also sets it on completion:
+/// `landed`); the rest is the copy of `tx`, its source's partition.
+pub(in crate::sim) fn merge_copies(mut all: Vec<FlowState>, tx: usize) -> FlowState {
+    let sum = |get: fn(&FlowState) -> u64| all.iter().map(get).sum::<u64>();
+    let first = |get: fn(&FlowState) -> Option<SimTime>| all.iter().filter_map(get).min();
+    let (segmented, delivered) = (sum(|f| f.segmented), sum(|f| f.delivered));
+    let packets_sent = sum(|f| f.packets_sent as u64) as u32;
+    let packets_dropped = sum(|f| f.packets_dropped as u64) as u32;
+    let retransmissions = sum(|f| f.retransmissions as u64) as u32;
+    let (landed, finish, failed_at) = (
+        first(|f| f.landed),
+        first(|f| f.finish),
+        first(|f| f.failed_at),
+    );
+    let started = all.iter().any(|f| f.started);
+    let outcome = all
+        .iter()
+        .map(|f| f.outcome)
+        .find(|o| *o != Outcome::Pending)
+        .unwrap_or(Outcome::Pending);
+    let mut f = all.swap_remove(tx);
+    f.segmented = segmented;
+    f.delivered = delivered;
+    f.packets_sent = packets_sent;
+    f.packets_dropped = packets_dropped;
+    f.retransmissions = retransmissions;
+    f.landed = landed;
+    f.finish = finish;
+    f.failed_at = failed_at;
+    f.started = started;
+    f.outcome = outcome;
+    f
 }

@@ -21,6 +21,7 @@
 //! synchronization in parallel discrete event simulations", JACM 40(2), 1993: windows
 //! of that width with a barrier between them).
 
+use super::idmap::IdMap;
 use crate::components::host::ST_RECV_CQE;
 use crate::engine::{Event, PortId};
 use crate::topology::graph::{Graph, GraphPort};
@@ -219,6 +220,79 @@ impl Plan {
             hosts_apart: moved,
             ..Plan::with_nodes(graph, parts, plan.switch, host)
         }
+    }
+
+    /// Splits `graph` keeping each server's NICs in one partition (`server_of(h)`: the
+    /// server of host port h, if it is one's): a collective's ranks on one server move
+    /// data over the intra-host fabric, handled where both ranks are (`parallel_coll`).
+    /// Leaves holding NICs of one server are tied together (under rail wiring, leaf b of
+    /// each rail's block of leaves, with the servers of block b), the groups go to the
+    /// partitions in order, in blocks of about as many leaves, the spines in contiguous
+    /// blocks, and every host stays with its leaf. `None` when there are fewer groups
+    /// than partitions.
+    pub fn servers_whole(
+        graph: &Graph,
+        leaves: u32,
+        parts: u16,
+        server_of: impl Fn(u32) -> Option<u32>,
+    ) -> Option<Plan> {
+        let parts = parts.max(1);
+        // Union-find over the leaves: a server's NICs tie their leaves.
+        let mut up: Vec<u32> = (0..leaves).collect();
+        fn root(up: &mut [u32], mut x: u32) -> u32 {
+            while up[x as usize] != x {
+                up[x as usize] = up[up[x as usize] as usize];
+                x = up[x as usize];
+            }
+            x
+        }
+        let mut first_leaf: IdMap<u32, u32> = IdMap::default();
+        for h in 0..graph.hosts() {
+            let (Some(server), leaf) = (server_of(h), graph.attach(h)) else {
+                continue;
+            };
+            if leaf >= leaves {
+                continue;
+            }
+            let other = *first_leaf.entry(server).or_insert(leaf);
+            let (a, b) = (root(&mut up, leaf), root(&mut up, other));
+            // The smaller leaf names the group.
+            up[a.max(b) as usize] = a.min(b);
+        }
+        let group: Vec<u32> = (0..leaves).map(|l| root(&mut up, l)).collect();
+        let mut firsts: Vec<u32> = group.clone();
+        firsts.sort_unstable();
+        firsts.dedup();
+        if firsts.len() < parts as usize {
+            return None;
+        }
+        // Groups in order of their first leaf, each to the partition its leaves so far
+        // reach (blocks of about `leaves / parts` leaves).
+        let mut size: IdMap<u32, u64> = IdMap::default();
+        for &g in &group {
+            *size.entry(g).or_insert(0) += 1;
+        }
+        let mut part_of: IdMap<u32, u16> = IdMap::default();
+        let (mut before, n) = (0u64, parts as u64);
+        for (i, &g) in firsts.iter().enumerate() {
+            // Every partition gets a group: the last `parts - k` groups go one each.
+            let left = (firsts.len() - i) as u64;
+            let p = ((before * n / leaves as u64).max(n.saturating_sub(left))).min(n - 1);
+            part_of.insert(g, p as u16);
+            before += size[&g];
+        }
+        let switches = graph.switches();
+        let spines = switches - leaves;
+        let switch: Vec<u16> = (0..switches)
+            .map(|s| {
+                if s < leaves {
+                    part_of[&group[s as usize]]
+                } else {
+                    ((s - leaves) as u64 * n / spines.max(1) as u64) as u16
+                }
+            })
+            .collect();
+        Some(Plan::with_switches(graph, parts, switch))
     }
 
     /// The plan that puts switch s in partition `switch[s]` and each host with its leaf.
@@ -646,5 +720,40 @@ mod tests {
             p.owner(&Event::CollWake { run: 0 }, |_| (0, 0), |_| (0, 0)),
             None
         );
+    }
+
+    /// Servers whole (stop 57): under rail wiring, 12 leaves of 4 NIC ports hold 12
+    /// servers of 4 NICs, NIC k of server s at port `12k + s`, so rail k fills leaves
+    /// 3k to 3k + 2 and server s touches leaf `3k + s / 4` of each rail: three groups of
+    /// leaves ({0, 3, 6, 9}, {1, 4, 7, 10}, {2, 5, 8, 11}), one a partition at 3, two and
+    /// one at 2; every server's NICs in one partition; too few groups for 4 partitions.
+    /// Packed wiring (a server's NICs on one leaf) keeps contiguous blocks.
+    #[test]
+    fn servers_stay_whole() {
+        let (_, g) = fabric(12, 4, 500);
+        let rail = |port: u32| Some(port % 12);
+        let p3 = Plan::servers_whole(&g, 12, 3, rail).expect("three groups");
+        let leaves: Vec<u16> = (0..12).map(|l| p3.switch(l)).collect();
+        assert_eq!(leaves, [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        let p2 = Plan::servers_whole(&g, 12, 2, rail).expect("three groups");
+        let leaves: Vec<u16> = (0..12).map(|l| p2.switch(l)).collect();
+        assert_eq!(leaves, [0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1]);
+        for p in [&p3, &p2] {
+            for server in 0..12 {
+                let parts: Vec<u16> = (0..4).map(|k| p.host(12 * k + server)).collect();
+                assert!(
+                    parts.iter().all(|&x| x == parts[0]),
+                    "server {server}: {parts:?}"
+                );
+            }
+            // Spines in blocks; hosts with their leaf.
+            assert_eq!(p.switch(12), 0);
+            assert_eq!(p.switch(15), p.parts - 1);
+            assert_eq!(p.hosts_apart, 0);
+        }
+        assert!(Plan::servers_whole(&g, 12, 4, rail).is_none());
+        let packed = Plan::servers_whole(&g, 12, 4, |port| Some(port / 4)).expect("12 groups");
+        let leaves: Vec<u16> = (0..12).map(|l| packed.switch(l)).collect();
+        assert_eq!(leaves, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
     }
 }

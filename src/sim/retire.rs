@@ -82,7 +82,26 @@ pub struct RetiredTransfers {
 }
 
 impl RetiredTransfers {
-    fn add(&mut self, f: &FlowState) {
+    /// Adds what another partition's copy retired (`sim::parallel_coll`): sums, extremes
+    /// and the host model's fold, whatever the order.
+    pub(super) fn merge(&mut self, o: &RetiredTransfers) {
+        self.count += o.count;
+        self.payload_bytes += o.payload_bytes;
+        self.delivered_bytes += o.delivered_bytes;
+        self.packets_sent += o.packets_sent;
+        self.first_start = match (self.first_start, o.first_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_delivery = self.last_delivery.max(o.last_delivery);
+        self.any_dropped |= o.any_dropped;
+        if let Some(h) = &o.host {
+            self.host.get_or_insert_with(MsgAcc::new).merge(h);
+        }
+        self.peak_held += o.peak_held;
+    }
+
+    pub(super) fn add(&mut self, f: &FlowState) {
         self.count += 1;
         self.payload_bytes += f.def.size;
         self.delivered_bytes += f.delivered;
@@ -112,14 +131,59 @@ pub(super) struct Slots {
     named: Vec<bool>,
     /// Logical number of the next record.
     pub next_num: u32,
+    /// The workload's flows, before every transfer.
+    base: u32,
     keep: bool,
+    /// A split run's partition: sweeps are decided at the partitions' meetings
+    /// (`parallel_retire`), not between events.
+    at_meetings: bool,
 }
 
 impl Slots {
+    /// The first transfer record's slot and number (after the workload's flows).
+    pub fn base(&self) -> u32 {
+        self.base
+    }
+
+    /// A split run's partition: its sweeps wait for the partitions' meetings.
+    pub fn sweep_at_meetings(&mut self) {
+        self.at_meetings = true;
+    }
+
+    /// A split run's partition holds enough records for a sweep (`sweep_due` between
+    /// events on one thread).
+    pub fn wants_sweep(&self) -> bool {
+        self.held.len() >= self.sweep_at && !self.keep
+    }
+
+    /// Forgets the free slots (a split run's end: its records were put in order).
+    pub fn clear_free(&mut self) {
+        self.free.clear();
+    }
+
+    /// Slots of retired records, not yet given out again.
+    pub fn free_slots(&self) -> &[FlowId] {
+        &self.free
+    }
+
+    /// The records held (slots of transfers made here, in the order they were filled).
+    pub fn held(&self) -> &[FlowId] {
+        &self.held
+    }
+
+    /// After a sweep: the records still held, and the next sweep's threshold; `freed`
+    /// slots may be given out again.
+    pub fn swept(&mut self, held: Vec<FlowId>, freed: impl IntoIterator<Item = FlowId>) {
+        self.sweep_at = (2 * held.len()).max(sweep_min());
+        self.held = held;
+        self.free.extend(freed);
+    }
+
     pub fn new(flows: usize) -> Slots {
         Slots {
             sweep_at: sweep_min(),
             next_num: flows as u32,
+            base: flows as u32,
             keep: keep_records(),
             ..Default::default()
         }
@@ -127,11 +191,18 @@ impl Slots {
 }
 
 impl Sim {
-    /// A slot and a logical number for a new transfer record.
+    /// A slot and a logical number for a new transfer record. In a split run the slot
+    /// is this partition's own and the number is given at the end
+    /// (`parallel_coll::number_transfers`).
     pub(super) fn transfer_slot(&mut self) -> (FlowId, usize) {
         let num = self.slots.next_num;
         self.slots.next_num += 1;
-        let id = self.slots.free.pop().unwrap_or(self.flows.len() as FlowId);
+        let id = match self.slots.free.pop() {
+            Some(id) => id,
+            None => self
+                .fresh_transfer_slot()
+                .unwrap_or(self.flows.len() as FlowId),
+        };
         (id, num as usize)
     }
 
@@ -144,6 +215,10 @@ impl Sim {
             if let Some(h) = self.hostm.as_mut() {
                 h.add_message(msg);
             }
+        } else if id as usize > self.flows.len() {
+            // A split run's own slot, past the others'.
+            self.place_record(id, f);
+            self.place_message(id, msg);
         } else {
             self.flows[id as usize] = f;
             if let Some(h) = self.hostm.as_mut() {
@@ -158,7 +233,7 @@ impl Sim {
     /// Whether a sweep is due (one comparison per event).
     #[inline]
     pub(super) fn sweep_due(&self) -> bool {
-        self.slots.held.len() >= self.slots.sweep_at && !self.slots.keep
+        self.slots.held.len() >= self.slots.sweep_at && !self.slots.keep && !self.slots.at_meetings
     }
 
     /// Retires every held transfer record nothing can name again (see the module).

@@ -160,17 +160,21 @@ impl Sim {
                 }
             }
             let (now, ev) = self.q.pop().expect("peeked");
+            #[cfg(debug_assertions)]
             if let Some(part) = self.part.as_deref() {
-                debug_assert_eq!(
-                    part.plan.owner(
-                        &ev,
-                        // A split run carries no READ: data lands at `dst`.
-                        |f| {
-                            let d = &self.flows[f as usize].def;
-                            (d.src, d.dst)
-                        },
-                        |q| (self.qps[q as usize].src, self.qps[q as usize].dst)
-                    ),
+                let owner = part.plan.owner(
+                    &ev,
+                    // A split run carries no READ: data lands at `dst`.
+                    |f| {
+                        let d = &self.flows[f as usize].def;
+                        (d.src, d.dst)
+                    },
+                    |q| (self.qps[q as usize].src, self.qps[q as usize].dst),
+                );
+                // A collective's events go by its ranks' partitions (`Sim::coll_event_owner`).
+                let owner = owner.or_else(|| self.coll_event_owner(&ev));
+                assert_eq!(
+                    owner,
                     Some(part.me),
                     "{ev:?} handled by partition {}",
                     part.me

@@ -1,0 +1,154 @@
+//! A collective run split over threads (`run --threads N`, issue 17; `sim::parallel`).
+//!
+//! Every partition keeps a copy of the run. A copy handles the ranks it owns, those on
+//! its hosts: their sends (`issue`), their receives landing (`on_done`) and the
+//! clear-to-sends that reach them. What it keeps of the others' ranks is never read.
+//! The transfers a copy posts are numbered `fresh x parts + me` (or reuse one of its own
+//! that landed), so that two partitions never give out the same number; a transfer that
+//! lands at another partition's rank goes there with its record (`transfer`,
+//! `put_transfer`) and its number comes back when it has landed (`take_given_back`,
+//! `give_back`).
+//!
+//! An iteration ends when every rank is done. A copy cannot know that alone: when its
+//! own ranks are done it says when (`done_here`), and at the partitions' next meeting,
+//! once every copy has said so, each ends the iteration at the latest of those times
+//! (`end_iteration`), as one thread would have in that rank's last event. The next
+//! launch is then scheduled from the meeting, under the key one thread gives it (the
+//! run's own event source, `sim::Sources::run`).
+//!
+//! Leaves out: graph algorithms (trees, NVLSTree, in-network), which a split run does
+//! not take (`sim::parallel::unsupported`).
+
+use super::{CollectiveRun, Xfer};
+use crate::units::SimTime;
+
+/// What a partition's copy of a run owns.
+#[derive(Clone, Debug)]
+pub(super) struct Share {
+    /// Per rank: whether this copy handles it.
+    owned: Vec<bool>,
+    owned_count: u32,
+    parts: u32,
+    me: u32,
+    /// Transfer numbers given out fresh here so far.
+    fresh: u32,
+    /// When this copy's ranks all finished the current iteration.
+    done_at: Option<SimTime>,
+    /// Numbers of other partitions' transfers that landed here, to give back.
+    given_back: Vec<u32>,
+}
+
+impl CollectiveRun {
+    /// This copy handles the ranks `owned` marks, partition `me` of `parts`.
+    pub fn split(&mut self, owned: Vec<bool>, parts: u32, me: u32) {
+        assert_eq!(owned.len(), self.n as usize, "a mark per rank");
+        assert!(!self.is_graph(), "a split run takes rings only");
+        let owned_count = owned.iter().filter(|&&o| o).count() as u32;
+        self.share = Some(Share {
+            owned,
+            owned_count,
+            parts,
+            me,
+            fresh: 0,
+            done_at: None,
+            given_back: Vec::new(),
+        });
+    }
+
+    /// Whether this copy handles rank `p` (every rank, on one thread).
+    #[inline(always)]
+    pub(super) fn owns(&self, p: u32) -> bool {
+        self.share.as_ref().map_or(true, |s| s.owned[p as usize])
+    }
+
+    /// The ranks this copy handles.
+    #[inline(always)]
+    pub(super) fn ranks_here(&self) -> u32 {
+        self.share.as_ref().map_or(self.n, |s| s.owned_count)
+    }
+
+    /// Every rank this copy handles is done with the iteration (now): on one thread the
+    /// iteration ends; split, the partitions' meeting decides.
+    pub(super) fn ranks_here_done(&mut self, now: SimTime) {
+        match self.share.as_mut() {
+            None => self.finish_iteration(now),
+            Some(s) => s.done_at = Some(now),
+        }
+    }
+
+    /// A number for a new transfer.
+    #[inline(always)]
+    pub(super) fn new_xfer_id(&mut self, x: Xfer) -> u32 {
+        if let Some(i) = self.free_xfers.pop() {
+            self.xfers[i as usize] = x;
+            return i;
+        }
+        let id = match self.share.as_mut() {
+            None => self.xfers.len() as u32,
+            Some(s) => {
+                s.fresh += 1;
+                (s.fresh - 1) * s.parts + s.me
+            }
+        };
+        self.put_transfer(id, x);
+        id
+    }
+
+    /// Transfer `xfer` has landed: its number may be given out again, by the partition
+    /// that gave it.
+    #[inline(always)]
+    pub(super) fn free_xfer(&mut self, xfer: u32) {
+        match self.share.as_mut() {
+            Some(s) if xfer % s.parts != s.me => s.given_back.push(xfer),
+            _ => self.free_xfers.push(xfer),
+        }
+    }
+
+    /// Transfer `xfer`'s record, for the partition where it lands.
+    pub fn transfer(&self, xfer: u32) -> Xfer {
+        self.xfers[xfer as usize]
+    }
+
+    /// Puts transfer `xfer`'s record (given out here, or by the partition that sent it).
+    pub fn put_transfer(&mut self, xfer: u32, x: Xfer) {
+        let i = xfer as usize;
+        if self.xfers.len() <= i {
+            self.xfers.resize(i + 1, Xfer::default());
+        }
+        self.xfers[i] = x;
+    }
+
+    /// The numbers of other partitions' transfers that landed here since the last call,
+    /// each to go back to the partition that gave it (`xfer % parts`).
+    pub fn take_given_back(&mut self, into: &mut Vec<u32>) {
+        if let Some(s) = self.share.as_mut() {
+            into.append(&mut s.given_back);
+        }
+    }
+
+    /// Transfer number `xfer`, given out here, landed at another partition.
+    pub fn give_back(&mut self, xfer: u32) {
+        self.free_xfers.push(xfer);
+    }
+
+    /// When this copy's ranks all finished the current iteration, if they have.
+    pub fn done_here(&self) -> Option<SimTime> {
+        self.share.as_ref().and_then(|s| s.done_at)
+    }
+
+    /// Every partition's ranks are done: the iteration ends at `at`, the latest of
+    /// their times (its wake-up, if another iteration follows, is in `take_wake`).
+    pub fn end_iteration(&mut self, at: SimTime) {
+        if let Some(s) = self.share.as_mut() {
+            s.done_at = None;
+        }
+        self.finish_iteration(at);
+    }
+
+    /// Adds the wrong pieces another partition's copy counted (its ranks').
+    pub fn add_wrong_from(&mut self, other: &CollectiveRun) {
+        for (row, o) in self.rows.iter_mut().zip(&other.rows) {
+            row.wrong += o.wrong;
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Unit tests of `sim::parallel`: what a split covers, the receive-posting delay it
+//! takes, and the cores shared by runs side by side.
+
+use super::*;
+
+/// Scenarios the split does not cover say why; one that it does gets no more
+/// partitions than it has leaves or spines.
+#[test]
+fn what_runs_on_one_thread_says_why() {
+    let yaml = |extra: &str| {
+        format!(
+            "name: t\ntopology: {{ leaves: 4, spines: 2, hosts_per_leaf: 2, \
+             host_link: {{ rate: 100Gbps, latency: 1us }}, \
+             fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
+             workload:\n  - permutation: {{ size: 1MB }}\n{extra}"
+        )
+    };
+    let load =
+        |y: String| crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap();
+    assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
+    assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
+    // A collective item joins the permutation: rings split, other algorithms and
+    // several queue pairs a connection do not.
+    let coll = |more: &str| {
+        format!("  - collective: {{ op: allreduce, algorithm: ring, size: 1MiB{more} }}\n")
+    };
+    assert_eq!(plan_threads(&load(yaml(&coll(""))), 2), Ok(2));
+    let cases = [
+        (
+            "transport: { rc: { operation: read } }\n".to_string(),
+            "READ",
+        ),
+        (coll(", qps_per_connection: 2"), "several queue pairs"),
+        (coll("").replace("ring", "tree"), "other than rings"),
+    ];
+    for (extra, why) in cases {
+        let e = plan_threads(&load(yaml(&extra)), 2).unwrap_err();
+        assert!(e.contains(why), "{extra}: {e}");
+    }
+}
+
+/// A receive-posting delay splits when the responder's partition can hear of it in
+/// time: no shorter than the lookahead (here the 1 us links).
+#[test]
+fn a_receive_posting_delay_splits_from_the_lookahead() {
+    let sc = |delay: &str| {
+        let y = format!(
+            "name: t\ntopology: {{ leaves: 2, spines: 2, hosts_per_leaf: 2, \
+             host_link: {{ rate: 100Gbps, latency: 1us }}, \
+             fabric_link: {{ rate: 100Gbps, latency: 1us }} }}\n\
+             transport: {{ rc: {{ operation: send, recv_post_delay: {delay}, \
+             min_rnr_timer: 1 }} }}\n\
+             workload:\n  - permutation: {{ size: 100KB }}\n"
+        );
+        crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap()
+    };
+    let e = run(&sc("999ns"), 2, 0).err();
+    assert_eq!(
+        e,
+        Some("a receive-posting delay shorter than the lookahead")
+    );
+    assert_eq!(run(&sc("1us"), 2, 0).expect("split").threads, 2);
+    // Longer than a path (2-4 us): the first SENDs are RNR-NAKed.
+    let split = run(&sc("10us"), 2, 0).expect("split");
+    let one = Sim::new(&sc("10us")).run();
+    assert!(
+        one.rc.unwrap().rnr_naks > 0,
+        "SENDs met empty receive queues"
+    );
+    // The same flows (their queue-pair slots are each partition's own).
+    let seen = |o: &RunOutput| -> Vec<_> {
+        o.flows
+            .iter()
+            .map(|f| (f.delivered, f.retransmissions, f.landed, f.finish))
+            .collect()
+    };
+    assert_eq!(seen(&one), seen(&split));
+    assert_eq!(one.rc.unwrap().rnr_naks, split.rc.unwrap().rnr_naks);
+}
+
+#[test]
+fn runs_side_by_side_share_the_cores() {
+    // One run keeps what was asked, even beyond the cores.
+    assert_eq!(threads_per_run(4, 1, 2), 4);
+    assert_eq!(threads_per_run(2, 1, 16), 2);
+    // 4 sets at once on 16 cores: 4 threads each; on 8 cores, 2.
+    assert_eq!(threads_per_run(8, 4, 16), 4);
+    assert_eq!(threads_per_run(8, 4, 8), 2);
+    // Fewer threads asked than the share: as asked.
+    assert_eq!(threads_per_run(2, 4, 64), 2);
+    // More runs at once than cores: one thread each, never none.
+    assert_eq!(threads_per_run(4, 3, 2), 1);
+    assert_eq!(threads_per_run(0, 3, 2), 1);
+}
