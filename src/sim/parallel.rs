@@ -70,9 +70,10 @@
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives other than rings (trees, NVLSTree, in-network, and `auto` where NCCL's
 //! tuner picks one of those for a size), several queue pairs a connection, collectives
-//! over raw packets, servers whose NICs span more groups of leaves than the partitions
-//! (a rail-optimized fabric of one leaf a rail), training jobs, a flow that waits on one
-//! landing at another host, a fabric of one leaf or one spine.
+//! over raw packets, servers no grouping of leaves keeps whole on a fabric whose host
+//! links are shorter than its fabric links (else such servers go to the partitions with
+//! their NICs placed apart from their leaves: `Plan::servers_apart`), training jobs, a
+//! flow that waits on one landing at another host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a switch port's credit wake-ups cannot be made one thread's
 //! (`reconcile_credits`), is run again on one thread, so that what it reports is the
@@ -625,12 +626,21 @@ pub fn run(
             .any(|w| matches!(w, Workload::Collective(_)));
         match (&sc.host, collectives) {
             // A server's ranks move data between them where both are: servers whole.
-            (Some(h), true) => Arc::new(
-                Plan::servers_whole(&graph, sc.topology.leaves, parts, |port| {
-                    (port < h.servers * h.nics_per_host).then(|| h.server_of(port))
-                })
-                .ok_or("servers spread over more leaves than the partitions can keep whole")?,
-            ),
+            (Some(h), true) => {
+                let server_of =
+                    |port: u32| (port < h.servers * h.nics_per_host).then(|| h.server_of(port));
+                let leaves = sc.topology.leaves;
+                Arc::new(
+                    Plan::servers_whole(&graph, leaves, parts, server_of)
+                        .or_else(|| {
+                            Plan::servers_apart(&graph, leaves, parts, h.servers, server_of)
+                        })
+                        .ok_or(
+                            "servers spread over more leaves than the partitions can keep \
+                             whole, and host links shorter than the fabric's",
+                        )?,
+                )
+            }
             _ => Arc::new(Plan::balanced(&graph, sc.topology.leaves, parts, traffic)),
         }
     };

@@ -24,8 +24,9 @@
 //! The records' numbers and their retiring are `parallel_retire`'s.
 //!
 //! Leaves out (such runs go on one thread: `parallel::unsupported`): graph algorithms,
-//! several queue pairs per connection, raw packets, training jobs, and servers whose
-//! NICs no split into groups of leaves keeps whole.
+//! several queue pairs per connection, raw packets, training jobs, and servers that no
+//! grouping of leaves keeps whole where host links are shorter than the fabric's (with
+//! longer ones their NICs are placed apart from their leaves: `Plan::servers_apart`).
 
 use super::parallel::Msg;
 use super::partition::Plan;

@@ -295,6 +295,41 @@ impl Plan {
         Some(Plan::with_switches(graph, parts, switch))
     }
 
+    /// Splits `graph` by servers when no grouping of leaves keeps them whole (every
+    /// server has a NIC on every group, as on a rail-optimized fabric of one leaf a
+    /// rail): the servers (`server_of`, of `servers`) go to the partitions in blocks with
+    /// their NICs, the leaves and spines in contiguous blocks, so a NIC whose leaf is
+    /// another partition's is placed apart from it (its link crosses). `None` when a
+    /// host link is shorter than the fabric's links that cross (the windows would
+    /// narrow to it) or there are fewer servers than partitions.
+    pub fn servers_apart(
+        graph: &Graph,
+        leaves: u32,
+        parts: u16,
+        servers: u32,
+        server_of: impl Fn(u32) -> Option<u32>,
+    ) -> Option<Plan> {
+        let parts = parts.max(1);
+        if servers < parts as u32 {
+            return None;
+        }
+        let blocks = Plan::new(graph, leaves, parts);
+        let host: Vec<u16> = (0..graph.hosts())
+            .map(|h| match server_of(h) {
+                Some(s) => (s as u64 * parts as u64 / servers as u64) as u16,
+                None => blocks.host(h),
+            })
+            .collect();
+        let moved = (0..graph.hosts())
+            .filter(|&h| host[h as usize] != blocks.host(h))
+            .count() as u32;
+        let plan = Plan::with_nodes(graph, parts, blocks.switch.clone(), host);
+        (plan.lookahead >= blocks.lookahead).then_some(Plan {
+            hosts_apart: moved,
+            ..plan
+        })
+    }
+
     /// The plan that puts switch s in partition `switch[s]` and each host with its leaf.
     fn with_switches(graph: &Graph, parts: u16, switch: Vec<u16>) -> Plan {
         let host: Vec<u16> = (0..graph.hosts())
@@ -755,5 +790,29 @@ mod tests {
         let packed = Plan::servers_whole(&g, 12, 4, |port| Some(port / 4)).expect("12 groups");
         let leaves: Vec<u16> = (0..12).map(|l| packed.switch(l)).collect();
         assert_eq!(leaves, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    }
+
+    /// Servers apart (stop 57): 4 servers of 4 NICs under rail wiring (NIC k of server s
+    /// at port `4k + s`, rail k filling leaf k) have a NIC on every leaf, so no grouping
+    /// of leaves keeps them whole; the servers go to the partitions in blocks with their
+    /// NICs (servers 0-1 and 2-3 at 2), leaves and spines in blocks, and the NICs away
+    /// from their leaf's partition are placed apart. With host links shorter than the
+    /// fabric's there is no such plan.
+    #[test]
+    fn servers_apart_take_their_nics() {
+        let (_, g) = fabric_with_hosts_at(4, 4, 500, 500);
+        let rail = |port: u32| Some(port % 4);
+        assert!(Plan::servers_whole(&g, 4, 2, rail).is_none());
+        let p = Plan::servers_apart(&g, 4, 2, 4, rail).expect("long enough host links");
+        for port in 0..16 {
+            assert_eq!(p.host(port), (port % 4 / 2) as u16, "port {port}");
+        }
+        let leaves: Vec<u16> = (0..4).map(|l| p.switch(l)).collect();
+        assert_eq!(leaves, [0, 0, 1, 1]);
+        // Ports on leaves 0-1 of servers 2-3, and on leaves 2-3 of servers 0-1.
+        assert_eq!(p.hosts_apart, 8);
+        assert_eq!(p.lookahead, SimDuration::from_ns(500));
+        let (_, short) = fabric_with_hosts_at(4, 4, 100, 500);
+        assert!(Plan::servers_apart(&short, 4, 2, 4, rail).is_none());
     }
 }

@@ -450,8 +450,10 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
 /// are its own) and the ring crosses partitions between servers. Cases: NCCL's proxy,
 /// PXN, packed wiring, GPU-initiated posting, CPU posting with moderated interrupts,
 /// lossy links; with transfer records retired as early as they can be (the receiving
-/// side sent to the sender's partition before the record folds there). On 4 leaves the
-/// servers span every leaf and the run says why it stays on one thread.
+/// side sent to the sender's partition before the record folds there). On 4 leaves each
+/// server has a NIC on every leaf: the servers go to the partitions with their NICs,
+/// placed apart from their leaves (`Plan::servers_apart`), unless the host links are
+/// shorter than the fabric's, which the run says as it stays on one thread.
 #[test]
 fn ring_collectives_with_the_host_model_split_by_server() {
     let (dir, sc) = scenario_file(
@@ -486,11 +488,21 @@ fn ring_collectives_with_the_host_model_split_by_server() {
             "{name}"
         );
     }
+    let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart", &sc, &["topology.leaves=4"], &sweep);
+    assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     let d = tmpdir("hcoll-4");
-    let (_, perf) = run(&sc, &["topology.leaves=4"], 2, &d);
+    let (_, perf) = run(
+        &sc,
+        &["topology.leaves=4", "topology.host_link.latency=500ns"],
+        2,
+        &d,
+    );
     assert_eq!(
         perf,
-        ["1 (\"servers spread over more leaves than the partitions can keep whole\")"]
+        [
+            "1 (\"servers spread over more leaves than the partitions can keep whole, and host \
+          links shorter than the fabric's\")"
+        ]
     );
     let (_, perf) = run(&sc, &["workload[0].collective.algorithm=tree"], 2, &d);
     assert_eq!(perf, ["1 (\"collectives other than rings\")"]);
