@@ -13,8 +13,11 @@
 //! - `permutation-8192-threads-2`, `permutation-256-pfc-threads-2`,
 //!   `websearch-128-threads-2`: the same split over two threads (`run --threads 2`, `sim::parallel`; same results);
 //! - `allreduce-1024`: `benches/scenarios/allreduce-1024.yaml`, 1,024 GPUs, 256 MiB ring;
-//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: 9-18 CPU-minutes, by machine):
-//!   `benches/scenarios/allreduce-4096.yaml`;
+//!   `allreduce-1024-threads-2`: the same split over two threads (ring collectives split
+//!   since stop 57: a rank in its host's partition, servers whole);
+//! - `allreduce-4096` (only with `DOORBELL_BENCH_LARGE=1`: 7-18 CPU-minutes, by machine):
+//!   `benches/scenarios/allreduce-4096.yaml`; `allreduce-4096-threads-2` likewise split
+//!   (about 4.3 minutes of wall time on the 2-core Intel VM of stop 57);
 //! - `allreduce-16384` (only with `DOORBELL_BENCH_LARGE=1`: about 8 minutes, 1.8 GiB):
 //!   `benches/scenarios/allreduce-16384.yaml`, 16,384 GPUs, a 16 MiB allreduce as
 //!   NCCL's tuner chooses.
@@ -85,10 +88,22 @@ fn main() {
             1,
         ),
         (
+            "allreduce-1024-threads-2",
+            "benches/scenarios/allreduce-1024.yaml",
+            vec![],
+            2,
+        ),
+        (
             "allreduce-4096",
             "benches/scenarios/allreduce-4096.yaml",
             vec![],
             1,
+        ),
+        (
+            "allreduce-4096-threads-2",
+            "benches/scenarios/allreduce-4096.yaml",
+            vec![],
+            2,
         ),
         (
             "allreduce-16384",
@@ -101,7 +116,7 @@ fn main() {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
-        if name.starts_with("allreduce-") && name != "allreduce-1024" && !large {
+        if name.starts_with("allreduce-") && !name.starts_with("allreduce-1024") && !large {
             println!("{name}: skipped (DOORBELL_BENCH_LARGE=1 runs it: 8-25 minutes)");
             continue;
         }
