@@ -404,12 +404,8 @@ impl HostPipeline {
     /// out their own slots, and the slots between take `hole` until their messages come
     /// (`sim::parallel_coll`).
     pub fn place_message(&mut self, flow: FlowId, msg: Message, hole: Message) {
-        let i = flow as usize;
-        if self.msgs.len() <= i {
-            let h = self.new_record(hole);
-            self.msgs.resize(i + 1, h);
-        }
-        self.msgs[i] = self.new_record(msg);
+        self.pad_messages(flow as usize + 1, hole);
+        self.msgs[flow as usize] = self.new_record(msg);
     }
 
     /// Whether `flow`'s sender still waits for its send completion (a CQE to come, or
