@@ -461,6 +461,12 @@ pub struct PerfReport {
     /// Events each partition handled, when split (`Plan::balanced` aims to even them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partition_events: Vec<u64>,
+    /// Wall seconds each partition spent running its windows, and waiting at the
+    /// barrier for the others, when split (the rest: the meetings' own work).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partition_work_seconds: Vec<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partition_wait_seconds: Vec<f64>,
     /// Windows a split run advanced in (each ended by a meeting of its partitions).
     #[serde(skip_serializing_if = "is_zero")]
     pub windows: u64,
@@ -495,6 +501,8 @@ impl PerfReport {
             transfers_retired: out.retired.count,
             threads: out.threads,
             partition_events: out.partition_events.clone(),
+            partition_work_seconds: out.partition_work_seconds.iter().map(|&s| r4(s)).collect(),
+            partition_wait_seconds: out.partition_wait_seconds.iter().map(|&s| r4(s)).collect(),
             windows: out.windows,
             hosts_apart_from_leaf: out.hosts_apart as u64,
             one_thread_because: out.one_thread_because,

@@ -348,6 +348,11 @@ pub struct RunOutput {
     /// Events each partition handled, when split (goes to perf.json: how evenly the
     /// threads were loaded).
     pub partition_events: Vec<u64>,
+    /// Wall seconds each partition spent running its windows, and waiting at the
+    /// barrier for the others, when split (perf.json; the rest of the wall time is the
+    /// meetings' own work: mail, numbering, logs).
+    pub partition_work_seconds: Vec<f64>,
+    pub partition_wait_seconds: Vec<f64>,
     /// Windows a split run advanced in, each ended by a meeting of its partitions (goes
     /// to perf.json: events per window is the work each meeting pays for).
     pub windows: u64,

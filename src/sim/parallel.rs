@@ -100,6 +100,7 @@ use crate::units::{SimDuration, SimTime};
 use crate::workload::Workload;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// What one partition sends another at a barrier.
 #[derive(Debug)]
@@ -572,6 +573,10 @@ struct Shared {
     named: [Vec<Mutex<Vec<FlowId>>>; 2],
     /// Each partition's events handled so far (for the progress line).
     events: Vec<AtomicU64>,
+    /// Each partition's wall time running its windows and waiting at the barrier,
+    /// nanoseconds (perf.json: where a split run's time went).
+    worked_ns: Vec<AtomicU64>,
+    waited_ns: Vec<AtomicU64>,
     /// A partition stopped for a reason of its own (livelock, watchdog, memory) or
     /// could not follow the one-thread order; and why.
     cut: AtomicBool,
@@ -679,6 +684,8 @@ pub fn run(
         sweep: std::array::from_fn(|_| (0..n).map(|_| AtomicBool::new(false)).collect()),
         named: std::array::from_fn(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()),
         events: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        worked_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        waited_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
         why: Mutex::new(None),
     };
@@ -704,6 +711,7 @@ pub fn run(
                     let mut done_here = vec![u64::MAX; runs];
                     // Transfers numbered so far (the same count in every partition).
                     let mut numbered = 0u32;
+                    let (mut worked, mut waited) = (Duration::ZERO, Duration::ZERO);
                     // Before the first meeting: no mail, the partition's own events.
                     let (mut meeting, mut next, mut halt) = (0usize, next_time(&sim.q), None);
                     let stopped = loop {
@@ -730,7 +738,10 @@ pub fn run(
                         if let Some(why) = halt {
                             shared.stop(why);
                         }
-                        if !shared.barrier.wait(&mut budget) {
+                        let arrived = std::time::Instant::now();
+                        let met = shared.barrier.wait(&mut budget);
+                        waited += arrived.elapsed();
+                        if !met {
                             break false;
                         }
                         meeting += 1;
@@ -839,7 +850,9 @@ pub fn run(
                             break t != u64::MAX;
                         }
                         let end = SimTime(t.saturating_add(lookahead.0).min(limit.0 + 1));
+                        let started = std::time::Instant::now();
                         sim.advance(&mut st, Some(end));
+                        worked += started.elapsed();
                         if me == 0 {
                             windows.fetch_add(1, Ordering::Relaxed);
                         }
@@ -875,6 +888,8 @@ pub fn run(
                             None
                         };
                     };
+                    shared.worked_ns[m].store(worked.as_nanos() as u64, Ordering::SeqCst);
+                    shared.waited_ns[m].store(waited.as_nanos() as u64, Ordering::SeqCst);
                     (sim, st, stopped)
                 })
             })
@@ -893,6 +908,13 @@ pub fn run(
     let mut out = merge(finished, &plan, wall, peak);
     out.hosts_apart = plan.hosts_apart;
     out.windows = windows.into_inner();
+    let seconds = |v: &[AtomicU64]| -> Vec<f64> {
+        v.iter()
+            .map(|x| x.load(Ordering::SeqCst) as f64 * 1e-9)
+            .collect()
+    };
+    out.partition_work_seconds = seconds(&shared.worked_ns);
+    out.partition_wait_seconds = seconds(&shared.waited_ns);
     Ok(out)
 }
 

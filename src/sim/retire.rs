@@ -127,8 +127,9 @@ pub(super) struct Slots {
     held: Vec<FlowId>,
     /// Sweep when `held` reaches this.
     sweep_at: usize,
-    /// Scratch marks: a slot named by a packet or a queue pair.
-    named: Vec<bool>,
+    /// Scratch marks: a slot named by a packet or a queue pair (one thread's sweep), or a
+    /// record retired (a split run's, `retire_candidates`).
+    pub(super) named: Vec<bool>,
     /// Logical number of the next record.
     pub next_num: u32,
     /// The workload's flows, before every transfer.

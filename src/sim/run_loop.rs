@@ -355,6 +355,8 @@ impl Sim {
             wall_seconds: st.wall.elapsed().as_secs_f64(),
             threads: 1,
             partition_events: Vec::new(),
+            partition_work_seconds: Vec::new(),
+            partition_wait_seconds: Vec::new(),
             windows: 0,
             hosts_apart: 0,
             one_thread_because: None,

@@ -90,6 +90,7 @@ fn run_env(
             } else if p.file_name().is_some_and(|n| n == "perf.json") {
                 let v: serde_json::Value =
                     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                split_times_add_up(&v);
                 perf.push(format!(
                     "{}{}",
                     v["threads"],
@@ -101,6 +102,28 @@ fn run_env(
     }
     perf.sort();
     (files, perf)
+}
+
+/// A split run's perf.json gives each partition's wall seconds running windows and
+/// waiting at the barrier, which together take no more than the run's wall time.
+fn split_times_add_up(v: &serde_json::Value) {
+    let parts = v["threads"].as_u64().unwrap() as usize;
+    let times = |name: &str| -> Vec<f64> {
+        v.get(name).map_or(Vec::new(), |a| {
+            a.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+        })
+    };
+    let (work, wait) = (times("partition_work_seconds"), times("partition_wait_seconds"));
+    if parts == 1 {
+        assert!(work.is_empty() && wait.is_empty(), "{v}");
+        return;
+    }
+    assert_eq!((work.len(), wait.len()), (parts, parts), "{v}");
+    let wall = v["wall_seconds"].as_f64().unwrap();
+    for (w, t) in work.iter().zip(&wait) {
+        // perf.json rounds to 4 places.
+        assert!(*w >= 0.0 && *t >= 0.0 && w + t <= wall + 2e-4, "{v}");
+    }
 }
 
 /// Runs `scenario` at 1, 2 and 3 threads: the same files, byte for byte; returns what
