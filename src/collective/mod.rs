@@ -245,6 +245,8 @@ pub struct Xfer {
 #[derive(Clone, Copy, Debug, Default)]
 struct Progress {
     next_send: u32,
+    /// A ring's: the first send of the loop `next_send` is in (`ring::issue`).
+    loop_first: u32,
     recv_done: u32,
     /// Buffer slots its receiver has freed, as this sender knows of them: each free
     /// slot's clear-to-send (`ring`, `on_clear_to_send`).
@@ -662,6 +664,7 @@ impl CollectiveRun {
                 let pos = self.positions[c][p];
                 Progress {
                     next_send: 0,
+                    loop_first: 0,
                     recv_done: 0,
                     cleared: 0,
                     sends: self.layout.sends[i],

@@ -76,10 +76,12 @@ pub const RING_SIMPLE_SLICE_STEPS: u32 = NCCL_STEPS / 4;
 pub struct Slicing {
     /// A power of two (1 or 2: the ring runtime divides by shifts).
     pub slices: u32,
+    /// A power of two dividing `NCCL_STEPS` (1 or 2: `window` shifts).
     pub steps_per_slice: u32,
 }
 
 const _: () = assert!(Slicing::RING_SIMPLE.slices.is_power_of_two());
+const _: () = assert!(Slicing::RING_SIMPLE.steps_per_slice.is_power_of_two());
 
 impl Default for Slicing {
     fn default() -> Slicing {
@@ -118,8 +120,11 @@ impl Slicing {
     }
 
     /// Transfers a sender may have posted and its receiver not yet taken.
+    #[inline(always)]
     pub fn window(self) -> u32 {
-        NCCL_STEPS / self.steps_per_slice
+        // A shift, not a division: the ring's `issue` asks for every send it weighs.
+        debug_assert!(self.steps_per_slice.is_power_of_two());
+        NCCL_STEPS >> self.steps_per_slice.trailing_zeros()
     }
 
     /// Elements in slice `j` of a chunk of `elems` elements (`genericOp`:

@@ -213,29 +213,46 @@ impl CollectiveRun {
             if k >= g.sends {
                 return;
             }
+            // NCCL_STEPS buffer slots per connection, a slice taking `steps_per_slice` of
+            // them: at most `window` transfers sent and not yet cleared by the receiver
+            // (alltoall's peers each have their own). Checked first: it needs no
+            // division (most calls find the send not ready, stop 58).
+            if self.cfg.op != CollectiveOp::Alltoall
+                && k >= g.cleared + self.layout.slicing.window()
+            {
+                return;
+            }
             // What to send, to whom, and whether it waits for a receive; for a ring's
-            // step, its loop, piece and slice.
-            let (dst, slot, reduce, ready, (l, piece, j)) = match self.cfg.op {
+            // step, its loop, piece and slice, and the sends a loop takes.
+            let (dst, slot, reduce, ready, (l, piece, j), loop_sends) = match self.cfg.op {
                 CollectiveOp::Broadcast => {
                     let q = self.rel_to_root(p, c);
-                    (g.next, k, false, q == 0 || g.recv_done > k, (0, 0, 0))
+                    (g.next, k, false, q == 0 || g.recv_done > k, (0, 0, 0), 0)
                 }
                 CollectiveOp::Alltoall => {
                     let dst = (p + 1 + k) % n;
                     // The receiver stores it in the slot named after the sender.
-                    (dst, p, false, true, (0, 0, 0))
+                    (dst, p, false, true, (0, 0, 0), 0)
                 }
                 _ => {
                     // Send k is slice j of step s of loop l; slice j of the step before
-                    // is `slices` receives back. One division: `slices` is a power of
-                    // two, and s < 2n, so the piece s steps back along the ring needs
-                    // none (each division is a dependent wait of tens of cycles, and
-                    // this runs once a transfer).
+                    // is `slices` receives back. Its place in its loop is counted from
+                    // the loop's first send (`Progress::loop_first`), and `slices` is a
+                    // power of two, so only a send divides (for its loop), not every
+                    // call that finds the send waiting; s < 2n, so the piece s steps
+                    // back along the ring needs none (each division is a dependent wait
+                    // of tens of cycles).
                     let spl = self.steps_per_loop();
                     let slices = self.layout.slicing.slices;
                     debug_assert!(slices.is_power_of_two());
-                    let (step, j) = (k >> slices.trailing_zeros(), k & (slices - 1));
-                    let (l, s) = (step / spl, step % spl);
+                    let tz = slices.trailing_zeros();
+                    let off = k - g.loop_first;
+                    let (s, j) = (off >> tz, off & (slices - 1));
+                    debug_assert_eq!((s, j), ((k >> tz) % spl, k & (slices - 1)));
+                    if g.recv_done + slices <= k && s != 0 {
+                        return;
+                    }
+                    let l = g.loop_first / (spl << tz);
                     let back = if s >= n { s - n } else { s };
                     let piece = if g.pos >= back {
                         g.pos - back
@@ -251,17 +268,13 @@ impl CollectiveRun {
                         g.next,
                         (l * n + piece) * slices + j,
                         reduce,
-                        s == 0 || g.recv_done + slices > k,
+                        true,
                         (l, piece, j),
+                        spl << tz,
                     )
                 }
             };
-            // NCCL_STEPS buffer slots per connection, a slice taking `steps_per_slice` of
-            // them: at most `window` transfers sent and not yet cleared by the receiver
-            // (alltoall's peers each have their own).
-            let slot_free = self.cfg.op == CollectiveOp::Alltoall
-                || k < g.cleared + self.layout.slicing.window();
-            if !ready || !slot_free {
+            if !ready {
                 return;
             }
             let elems = match self.cfg.op {
@@ -293,7 +306,11 @@ impl CollectiveRun {
                 sum,
             };
             let id = self.new_xfer_id(x);
-            self.progress[idx].next_send += 1;
+            let pg = &mut self.progress[idx];
+            pg.next_send += 1;
+            if pg.next_send - pg.loop_first == loop_sends {
+                pg.loop_first = pg.next_send;
+            }
             let finished = self.channel_finished(idx);
             out.push(Send {
                 xfer: id,

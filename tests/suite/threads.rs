@@ -110,10 +110,17 @@ fn split_times_add_up(v: &serde_json::Value) {
     let parts = v["threads"].as_u64().unwrap() as usize;
     let times = |name: &str| -> Vec<f64> {
         v.get(name).map_or(Vec::new(), |a| {
-            a.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+            a.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
         })
     };
-    let (work, wait) = (times("partition_work_seconds"), times("partition_wait_seconds"));
+    let (work, wait) = (
+        times("partition_work_seconds"),
+        times("partition_wait_seconds"),
+    );
     if parts == 1 {
         assert!(work.is_empty() && wait.is_empty(), "{v}");
         return;
