@@ -459,7 +459,7 @@ impl EgressPort {
 
     /// IB, a run split over threads (`sim::parallel`): whether the port waits for credit,
     /// whether a wake-up is scheduled, and the keys of the credits on their way back.
-    pub fn credit_state(&self) -> (bool, bool, impl Iterator<Item = u128> + '_) {
+    pub fn credit_state(&self) -> (bool, bool, impl ExactSizeIterator<Item = u128> + '_) {
         (
             self.stall_since.is_some(),
             self.credit_wake,

@@ -207,12 +207,15 @@ pub(super) struct Part {
     /// credit wake-ups, `reconcile_credits`): the run goes again on one thread.
     pub diverged: Option<&'static str>,
     /// IB: the switch ports here whose credits come back from another partition; for
-    /// each touched in this window, its credit state before the window, and what each
-    /// of its events did (`CreditStep`); the returns taken at the barrier.
+    /// each touched in this window, its credit state before the window (its returns'
+    /// keys a range of `credit_keys`), and what each of its events did (`CreditStep`);
+    /// the returns taken at the barrier; scratch for `reconcile_credits`.
     credit_cross: Vec<bool>,
-    credit_start: IdMap<PortId, (bool, bool, Vec<u128>)>,
+    credit_start: IdMap<PortId, credits::CreditStart>,
+    credit_keys: Vec<u128>,
     credit_steps: Vec<CreditStep>,
     returns: Vec<(PortId, u128, u128, u32)>,
+    credit_scratch: credits::Scratch,
     /// The end of the last window: keys before it are handled.
     pub window_end: SimTime,
     /// Collectives (`parallel_coll`): transfer record slots given out here so far; the
@@ -315,8 +318,10 @@ impl Sim {
             diverged: None,
             credit_cross,
             credit_start: IdMap::default(),
+            credit_keys: Vec::new(),
             credit_steps: Vec::new(),
             returns: Vec::new(),
+            credit_scratch: Default::default(),
             window_end: SimTime::ZERO,
             fresh_transfers: 0,
             created: Vec::new(),

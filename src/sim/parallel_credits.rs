@@ -33,6 +33,26 @@ impl Part {
     }
 }
 
+/// A port's credit state before its first logged event of the window: whether it
+/// waited for credit, whether a wake-up was scheduled, and its returns' keys
+/// (`Part::credit_keys[first..first + len]`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CreditStart {
+    stalled: bool,
+    credit_wake: bool,
+    first: u32,
+    len: u32,
+}
+
+/// `reconcile_credits`' working lists, kept from one meeting to the next.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    old: Vec<u128>,
+    new: Vec<u128>,
+    one: Vec<u128>,
+    mine: Vec<u128>,
+}
+
 impl Sim {
     /// `try_start` on a switch port whose credits come back from another partition:
     /// the same, and what it did to the port's credit bookkeeping is logged for the
@@ -41,14 +61,21 @@ impl Sim {
         let key = self.q.current_key();
         let p = &mut self.ports[port as usize];
         let part = self.part.as_deref_mut().expect("a partition");
-        let (stalled, cw, keys) = p.credit_state();
-        let before = keys.count();
+        let (stalled, credit_wake, keys) = p.credit_state();
+        let before = keys.len();
+        let arena = &mut part.credit_keys;
         part.credit_start.entry(port).or_insert_with(|| {
-            let (_, _, keys) = p.credit_state();
-            (stalled, cw, keys.collect())
+            let first = arena.len() as u32;
+            arena.extend(keys);
+            CreditStart {
+                stalled,
+                credit_wake,
+                first,
+                len: before as u32,
+            }
         });
         p.land_credits(key);
-        let landed = (before - p.credit_state().2.count()) as u32;
+        let landed = (before - p.credit_state().2.len()) as u32;
         let polled = p.poll_transmit(now);
         let (asked, got) = match polled {
             Err(None) => (true, p.credit_wake_due()),
@@ -79,26 +106,49 @@ impl Sim {
     pub(super) fn reconcile_credits(&mut self) {
         let part = self.part.as_deref_mut().expect("a partition");
         let mut returns = std::mem::take(&mut part.returns);
-        // By port, each port's in the order they were let go (one partition sends them).
+        // By port, each port's in the order they were let go (one partition sends them);
+        // the steps by port too, each port's in key order (stable sorts), walked beside
+        // them.
         returns.sort_by_key(|r| r.0);
-        let steps = std::mem::take(&mut part.credit_steps);
+        let mut steps = std::mem::take(&mut part.credit_steps);
+        steps.sort_by_key(|s| s.port);
         let mut start = std::mem::take(&mut part.credit_start);
+        let arena = std::mem::take(&mut part.credit_keys);
+        let mut sc = std::mem::take(&mut part.credit_scratch);
         let window_end = part.window_end;
-        let mut i = 0;
+        let (mut i, mut at_step) = (0, 0);
         while i < returns.len() {
             let port = returns[i].0;
             let mut j = i;
             while j < returns.len() && returns[j].0 == port {
                 j += 1;
             }
-            let (mut stalled, mut cw, old) = start.remove(&port).unwrap_or_else(|| {
-                let (s, c, keys) = self.ports[port as usize].credit_state();
-                (s, c, keys.collect())
-            });
-            let mut old: std::collections::VecDeque<u128> = old.into();
-            let mut new: Vec<u128> = Vec::new();
-            let (mut one, mut mine) = (Vec::new(), Vec::new());
-            let mut own = steps.iter().filter(|s| s.port == port).peekable();
+            sc.old.clear();
+            let (mut stalled, mut cw) = match start.get(&port) {
+                Some(b) => {
+                    let keys = &arena[b.first as usize..(b.first + b.len) as usize];
+                    sc.old.extend_from_slice(keys);
+                    (b.stalled, b.credit_wake)
+                }
+                None => {
+                    let (s, c, keys) = self.ports[port as usize].credit_state();
+                    sc.old.extend(keys);
+                    (s, c)
+                }
+            };
+            // `old` is taken from the front: `popped` of it are gone.
+            let mut popped = 0;
+            sc.new.clear();
+            sc.one.clear();
+            sc.mine.clear();
+            while at_step < steps.len() && steps[at_step].port < port {
+                at_step += 1;
+            }
+            let first_step = at_step;
+            while at_step < steps.len() && steps[at_step].port == port {
+                at_step += 1;
+            }
+            let mut own = steps[first_step..at_step].iter().peekable();
             let mut pushes = returns[i..j].iter().peekable();
             loop {
                 let step_first = match (own.peek(), pushes.peek()) {
@@ -107,34 +157,35 @@ impl Sim {
                     (None, Some(_)) => false,
                     (None, None) => break,
                 };
+                let front = |popped: usize, old: &[u128], new: &[u128]| {
+                    old.get(popped).or(new.first()).copied()
+                };
                 if step_first {
                     let s = own.next().expect("peeked");
-                    for _ in 0..s.landed {
-                        old.pop_front();
-                    }
+                    popped = (popped + s.landed as usize).min(sc.old.len());
                     if s.landed > 0 {
                         cw = false;
                     }
                     stalled = s.stalled;
                     if s.asked && stalled && !cw {
-                        if let Some(&front) = old.front().or(new.first()) {
-                            one.push(front);
+                        if let Some(f) = front(popped, &sc.old, &sc.new) {
+                            sc.one.push(f);
                             cw = true;
                         }
                     }
-                    mine.extend(s.got);
+                    sc.mine.extend(s.got);
                 } else {
                     let r = pushes.next().expect("peeked");
-                    new.push(r.2);
+                    sc.new.push(r.2);
                     if stalled && !cw {
-                        let front = *old.front().or(new.first()).expect("a return");
-                        one.push(front);
+                        let f = front(popped, &sc.old, &sc.new).expect("a return");
+                        sc.one.push(f);
                         cw = true;
                     }
                 }
             }
-            for &k in &one {
-                if mine.contains(&k) {
+            for &k in &sc.one {
+                if sc.mine.contains(&k) {
                     continue;
                 }
                 if (k >> 64) as u64 >= window_end.0 {
@@ -145,7 +196,7 @@ impl Sim {
                     part.diverged.get_or_insert(DIVERGED);
                 }
             }
-            if mine.iter().any(|k| !one.contains(k)) {
+            if sc.mine.iter().any(|k| !sc.one.contains(k)) {
                 let part = self.part.as_deref_mut().expect("a partition");
                 part.diverged.get_or_insert(DIVERGED);
             }
@@ -154,5 +205,14 @@ impl Sim {
             }
             i = j;
         }
+        // Every list back, emptied, with its allocation.
+        let part = self.part.as_deref_mut().expect("a partition");
+        returns.clear();
+        steps.clear();
+        start.clear();
+        let mut arena = arena;
+        arena.clear();
+        (part.returns, part.credit_steps, part.credit_start) = (returns, steps, start);
+        (part.credit_keys, part.credit_scratch) = (arena, sc);
     }
 }
