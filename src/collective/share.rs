@@ -6,7 +6,7 @@
 //! The transfers a copy posts are numbered `fresh x parts + me` (or reuse one of its own
 //! that landed), so that two partitions never give out the same number; a transfer that
 //! lands at another partition's rank goes there with its record (`transfer`,
-//! `put_transfer`) and its number comes back when it has landed (`take_given_back`,
+//! `put_transfer`) and its number comes back when it has landed (`drain_given_back`,
 //! `give_back`).
 //!
 //! An iteration ends when every rank is done. A copy cannot know that alone: when its
@@ -120,10 +120,9 @@ impl CollectiveRun {
 
     /// The numbers of other partitions' transfers that landed here since the last call,
     /// each to go back to the partition that gave it (`xfer % parts`).
-    pub fn take_given_back(&mut self, into: &mut Vec<u32>) {
-        if let Some(s) = self.share.as_mut() {
-            into.append(&mut s.given_back);
-        }
+    #[inline(always)]
+    pub fn drain_given_back(&mut self) -> impl Iterator<Item = u32> + '_ {
+        self.share.iter_mut().flat_map(|s| s.given_back.drain(..))
     }
 
     /// Transfer number `xfer`, given out here, landed at another partition.

@@ -220,11 +220,10 @@ pub(super) struct Part {
     pub window_end: SimTime,
     /// Collectives (`parallel_coll`): transfer record slots given out here so far; the
     /// key, tie order and slot of each made here; whether the event being handled is a
-    /// run's wake-up; scratch for numbers to give back.
+    /// run's wake-up.
     pub fresh_transfers: u32,
     pub created: Vec<Made>,
     pub coll_wake: bool,
-    pub given_back: Vec<u32>,
     /// Events every partition handles (a run's start and wake-ups), counted once in
     /// the run's events.
     pub everywhere: u64,
@@ -326,7 +325,6 @@ impl Sim {
             fresh_transfers: 0,
             created: Vec::new(),
             coll_wake: false,
-            given_back: Vec::new(),
             everywhere: 0,
             rx_sides: IdMap::default(),
             sweep: None,

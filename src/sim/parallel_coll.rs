@@ -150,14 +150,10 @@ impl Sim {
         let Some(part) = self.part.as_deref_mut() else {
             return;
         };
-        let mut back = std::mem::take(&mut part.given_back);
-        self.colls[run as usize].take_given_back(&mut back);
         let parts = part.plan.parts as u32;
-        for &xfer in &back {
+        for xfer in self.colls[run as usize].drain_given_back() {
             part.outbox[(xfer % parts) as usize].push(Msg::GiveBack { run, xfer });
         }
-        back.clear();
-        part.given_back = back;
     }
 
     /// A clear-to-send of run `run` for connection `conn` is due at `at` at rank port
