@@ -3,7 +3,7 @@
 //! flow (an RC message on the channel's queue pair, through the host model if any).
 
 use super::Sources;
-use super::{FlowState, Sim};
+use super::{CollConn, FlowState, Sim};
 use crate::analytic::{ideal_fct_on_path, ideal_inline_write};
 use crate::collective::dag::Nvls;
 use crate::collective::defaults::MAX_QPS_PER_CONNECTION as MAX_QPS;
@@ -106,6 +106,25 @@ impl Sim {
         match r.ranks.get(e as usize) {
             Some(loc) => self.src.nic(loc.port),
             None => Sources::WORKLOAD,
+        }
+    }
+
+    /// Transfer `xfer` of connection `conn` (whose first field is its run) will land in
+    /// `parts` parts (several queue pairs, the message split over them), and, `in_order`,
+    /// its receiver takes the connection's transfers in sending order (several queue
+    /// pairs): what `message_done` reads where it lands. Both maps stay empty with one
+    /// queue pair a connection.
+    pub(super) fn expect_landing(&mut self, xfer: u32, conn: CollConn, parts: u32, in_order: bool) {
+        let run = conn.0;
+        if parts > 1 {
+            self.parts_left.insert((run, xfer), parts);
+        }
+        if in_order {
+            self.conn_order
+                .entry(conn)
+                .or_default()
+                .push_back((xfer, None));
+            self.xfer_conn.insert((run, xfer), conn);
         }
     }
 
@@ -231,16 +250,13 @@ impl Sim {
                 *turn = (q + 1) % qps;
                 q
             };
-            if parts > 1 {
-                self.parts_left.insert((run, s.xfer), parts);
-            }
-            if qps > 1 {
-                let key = (run, s.src, s.dst, s.channel);
-                self.conn_order
-                    .entry(key)
-                    .or_default()
-                    .push_back((s.xfer, None));
-                self.xfer_conn.insert((run, s.xfer), key);
+            if parts > 1 || qps > 1 {
+                let conn = (run, s.src, s.dst, s.channel);
+                // Kept where it lands (`message_done`): here, or told to the receiver's
+                // partition in a split run, before any of its packets can reach it.
+                if !self.landing_elsewhere(b.port, s.xfer, conn, parts, qps > 1) {
+                    self.expect_landing(s.xfer, conn, parts, qps > 1);
+                }
             }
             for i in 0..parts {
                 let def = FlowDef {

@@ -69,8 +69,7 @@
 //! RDMA READ, a receive-posting delay shorter than the
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives other than rings (trees, NVLSTree, in-network, and `auto` where NCCL's
-//! tuner picks one of those for a size), several queue pairs a connection, collectives
-//! over raw packets, servers no grouping of leaves keeps whole on a fabric whose host
+//! tuner picks one of those for a size), collectives over raw packets, servers no grouping of leaves keeps whole on a fabric whose host
 //! links are shorter than its fabric links (else such servers go to the partitions with
 //! their NICs placed apart from their leaves: `Plan::servers_apart`), training jobs, a
 //! flow that waits on one landing at another host, a fabric of one leaf or one spine.
@@ -153,6 +152,15 @@ pub(super) enum Msg {
     RxSide { id: FlowId, side: Box<RxSide> },
     /// A packet of transfer record `id`, made here, was lost there.
     Dropped { id: FlowId },
+    /// Run `run`'s transfer `xfer`, sent here on connection `conn` in `parts` parts, lands
+    /// there: what its landing reads with several queue pairs a connection
+    /// (`Sim::expect_landing`).
+    Landing {
+        xfer: u32,
+        conn: super::CollConn,
+        parts: u32,
+        in_order: bool,
+    },
 }
 
 impl Msg {
@@ -170,7 +178,8 @@ impl Msg {
             | Msg::Transfer { .. }
             | Msg::GiveBack { .. }
             | Msg::RxSide { .. }
-            | Msg::Dropped { .. } => None,
+            | Msg::Dropped { .. }
+            | Msg::Landing { .. } => None,
         }
     }
 }
@@ -488,6 +497,12 @@ impl Sim {
                     part.rx_sides.insert(id, *side);
                 }
                 Msg::Dropped { id } => self.flows[id as usize].packets_dropped += 1,
+                Msg::Landing {
+                    xfer,
+                    conn,
+                    parts,
+                    in_order,
+                } => self.expect_landing(xfer, conn, parts, in_order),
                 Msg::Returning {
                     port,
                     key,

@@ -18,19 +18,24 @@
 //!   sent (`Msg::Event`), one path latency later, past the window;
 //! - a landed transfer's number goes back to the partition that gave it
 //!   (`Msg::GiveBack`);
+//! - with several queue pairs a connection, what a transfer's landing reads (its parts
+//!   still to land when split over the queue pairs; its place in its connection's
+//!   sending order, in which the receiver takes them) is kept where it lands: told to
+//!   the receiver's partition with its records (`Msg::Landing`, since stop 58), in the
+//!   sending partition's mail order, which is the connection's sending order;
 //! - the end of an iteration is decided at the meeting after the window in which the
 //!   last partition's ranks finished (`end_iterations`).
 //!
 //! The records' numbers and their retiring are `parallel_retire`'s.
 //!
 //! Leaves out (such runs go on one thread: `parallel::unsupported`): graph algorithms,
-//! several queue pairs per connection, raw packets, training jobs, and servers that no
+//! raw packets, training jobs, and servers that no
 //! grouping of leaves keeps whole where host links are shorter than the fabric's (with
 //! longer ones their NICs are placed apart from their leaves: `Plan::servers_apart`).
 
 use super::parallel::Msg;
 use super::partition::Plan;
-use super::{host_message, FlowState, Sim};
+use super::{host_message, CollConn, FlowState, Sim};
 use crate::collective::{Collective, CollectiveAlgorithm, Xfer};
 use crate::components::host::{Message, MsgTimes};
 use crate::engine::{Event, FlowId, Source};
@@ -143,6 +148,34 @@ impl Sim {
         if let Some(h) = self.hostm.as_mut() {
             h.place_message(id, msg, host_message(&hole_def()));
         }
+    }
+
+    /// A split run's transfer `xfer` (see `expect_landing`) lands at host port `to`: if
+    /// that is another partition's, what its landing reads goes there (in the mail that
+    /// carries its records, before any of its packets can reach it), and true is
+    /// returned.
+    pub(super) fn landing_elsewhere(
+        &mut self,
+        to: u32,
+        xfer: u32,
+        conn: CollConn,
+        parts: u32,
+        in_order: bool,
+    ) -> bool {
+        let Some(part) = self.part.as_deref_mut() else {
+            return false;
+        };
+        let dest = part.plan.host(to);
+        if dest == part.me {
+            return false;
+        }
+        part.outbox[dest as usize].push(Msg::Landing {
+            xfer,
+            conn,
+            parts,
+            in_order,
+        });
+        true
     }
 
     /// The numbers of other partitions' transfers that landed here go back to them.
@@ -271,9 +304,6 @@ pub(super) fn collective_unsupported(
         )
     {
         return Some("collectives other than rings");
-    }
-    if c.qps_per_connection > 1 {
-        return Some("collectives with several queue pairs a connection");
     }
     None
 }

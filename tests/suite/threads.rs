@@ -384,7 +384,7 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
         "  - collective: { op: allreduce, algorithm: ring, size: 2MiB, placement: random, \
          iters: 2, warmup_iters: 1, channels: 4 }\n",
     );
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 10] = [
         ("coll-lossy", &[]),
         (
             "coll-faults",
@@ -411,6 +411,22 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
         (
             "coll-reduce-scatter",
             &["workload[3].collective.op=reduce_scatter"],
+        ),
+        // Several queue pairs a connection: messages taken in turn over 3, and their
+        // receivers taking them in sending order (`Msg::Landing`); or each split over 2.
+        (
+            "coll-qps",
+            &[
+                "workload[3].collective.qps_per_connection=3",
+                "faults={drop_probability: 0.001}",
+            ],
+        ),
+        (
+            "coll-qps-split",
+            &[
+                "workload[3].collective.qps_per_connection=2",
+                "workload[3].collective.split_data_on_qps=true",
+            ],
         ),
     ];
     let sweep = [("DOORBELL_SWEEP_MIN", "1")];
@@ -498,7 +514,7 @@ fn ring_collectives_with_the_host_model_split_by_server() {
          warmup_iters: 1, channels: 4 }\n  \
          - poisson: { load: 0.3, sizes: websearch, until: 100us }\n",
     );
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
         ("hcoll-proxy", &[]),
         ("hcoll-pxn", &["workload[0].collective.pxn=true"]),
         ("hcoll-packed", &["host.wiring=packed"]),
@@ -508,6 +524,10 @@ fn ring_collectives_with_the_host_model_split_by_server() {
             &["host.posting=cpu", "host.completion=interrupt"],
         ),
         ("hcoll-lossy", &["faults={drop_probability: 0.001}"]),
+        (
+            "hcoll-qps",
+            &["workload[0].collective.qps_per_connection=2"],
+        ),
     ];
     let sweep = [("DOORBELL_SWEEP_MIN", "1")];
     for (name, set) in cases {
