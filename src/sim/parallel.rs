@@ -69,9 +69,10 @@
 //! RDMA READ, a receive-posting delay shorter than the
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives other than rings (trees, NVLSTree, in-network, and `auto` where NCCL's
-//! tuner picks one of those for a size), collectives over raw packets, servers no grouping of leaves keeps whole on a fabric whose host
-//! links are shorter than its fabric links (else such servers go to the partitions with
-//! their NICs placed apart from their leaves: `Plan::servers_apart`), training jobs, a
+//! tuner picks one of those for a size), collectives over raw packets, fewer servers
+//! than partitions where no grouping of leaves keeps them whole (else the servers go to
+//! the partitions with their NICs placed apart from their leaves:
+//! `Plan::servers_apart`), training jobs, a
 //! flow that waits on one landing at another host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a switch port's credit wake-ups cannot be made one thread's
@@ -660,7 +661,7 @@ pub fn run(
                         })
                         .ok_or(
                             "servers spread over more leaves than the partitions can keep \
-                             whole, and host links shorter than the fabric's",
+                             whole, and fewer servers than partitions",
                         )?,
                 )
             }

@@ -540,18 +540,24 @@ fn ring_collectives_with_the_host_model_split_by_server() {
     }
     let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart", &sc, &["topology.leaves=4"], &sweep);
     assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
+    // Host links shorter than the fabric's: the NICs apart narrow the windows to 500 ns
+    // (on one thread until stop 58).
+    let short = ["topology.leaves=4", "topology.host_link.latency=500ns"];
+    let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart-short", &sc, &short, &sweep);
+    assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     let d = tmpdir("hcoll-4");
+    // Fewer servers (4 of 4 GPUs on 4 leaves) than the partitions asked for.
     let (_, perf) = run(
         &sc,
-        &["topology.leaves=4", "topology.host_link.latency=500ns"],
-        2,
+        &["topology.leaves=4", "topology.hosts_per_leaf=1"],
+        8,
         &d,
     );
     assert_eq!(
         perf,
         [
-            "1 (\"servers spread over more leaves than the partitions can keep whole, and host \
-          links shorter than the fabric's\")"
+            "1 (\"servers spread over more leaves than the partitions can keep whole, and fewer \
+          servers than partitions\")"
         ]
     );
     let (_, perf) = run(&sc, &["workload[0].collective.algorithm=tree"], 2, &d);
