@@ -153,8 +153,8 @@ pub(super) enum Msg {
     RxSide { id: FlowId, side: Box<RxSide> },
     /// A packet of transfer record `id`, made here, was lost there.
     Dropped { id: FlowId },
-    /// Run `run`'s transfer `xfer`, sent here on connection `conn` in `parts` parts, lands
-    /// there: what its landing reads with several queue pairs a connection
+    /// Transfer `xfer` of connection `conn` (its run first), sent here in `parts` parts,
+    /// lands there: what its landing reads with several queue pairs a connection
     /// (`Sim::expect_landing`).
     Landing {
         xfer: u32,
@@ -391,9 +391,7 @@ impl Sim {
     /// In a split run where queue pair `slot`'s responder is another partition's: that
     /// partition.
     fn responder_elsewhere(&self, slot: u32) -> Option<usize> {
-        let part = self.part.as_deref()?;
-        let to = part.plan.host(self.qps[slot as usize].dst);
-        (to != part.me).then_some(to as usize)
+        self.host_elsewhere(self.qps[slot as usize].dst)
     }
 
     /// The receive WQEs of queue pair `slot` are posted at `at` by the responder's

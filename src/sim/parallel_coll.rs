@@ -29,9 +29,9 @@
 //! The records' numbers and their retiring are `parallel_retire`'s.
 //!
 //! Leaves out (such runs go on one thread: `parallel::unsupported`): graph algorithms,
-//! raw packets, training jobs, and servers that no
-//! grouping of leaves keeps whole where host links are shorter than the fabric's (with
-//! longer ones their NICs are placed apart from their leaves: `Plan::servers_apart`).
+//! raw packets, training jobs, and fewer servers than partitions where no grouping of
+//! leaves keeps them whole (with more, their NICs are placed apart from their leaves:
+//! `Plan::servers_apart`).
 
 use super::parallel::Msg;
 use super::partition::Plan;
@@ -150,6 +150,13 @@ impl Sim {
         }
     }
 
+    /// The partition of host port `to`, if this is a split run and it is another's.
+    pub(super) fn host_elsewhere(&self, to: u32) -> Option<usize> {
+        let part = self.part.as_deref()?;
+        let dest = part.plan.host(to);
+        (dest != part.me).then_some(dest as usize)
+    }
+
     /// A split run's transfer `xfer` (see `expect_landing`) lands at host port `to`: if
     /// that is another partition's, what its landing reads goes there (in the mail that
     /// carries its records, before any of its packets can reach it), and true is
@@ -162,14 +169,11 @@ impl Sim {
         parts: u32,
         in_order: bool,
     ) -> bool {
-        let Some(part) = self.part.as_deref_mut() else {
+        let Some(dest) = self.host_elsewhere(to) else {
             return false;
         };
-        let dest = part.plan.host(to);
-        if dest == part.me {
-            return false;
-        }
-        part.outbox[dest as usize].push(Msg::Landing {
+        let part = self.part.as_deref_mut().expect("a partition");
+        part.outbox[dest].push(Msg::Landing {
             xfer,
             conn,
             parts,
@@ -200,19 +204,15 @@ impl Sim {
         conn: u32,
         to: u32,
     ) -> bool {
-        let Some(part) = self.part.as_deref() else {
+        let Some(dest) = self.host_elsewhere(to) else {
             return false;
         };
-        let dest = part.plan.host(to);
-        if dest == part.me {
-            return false;
-        }
         // A path between partitions crosses a link of the lookahead or longer: the word
         // arrives past the window it was sent in (`schedule_reserved` there refuses a key
         // in the past).
         let key = self.q.reserve(at, source);
         let part = self.part.as_deref_mut().expect("a partition");
-        part.outbox[dest as usize].push(Msg::Event {
+        part.outbox[dest].push(Msg::Event {
             key,
             event: Event::CollClear { run, conn },
         });

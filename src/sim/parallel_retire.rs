@@ -109,6 +109,7 @@ impl Sim {
     /// At a meeting: numbers the transfers every partition made in the last window
     /// (`logs`, one per partition, each in the order it made them), this partition's
     /// own from `base + numbered`. Returns how many there were.
+    ///
     /// Each log is in key order (a partition handles its events in key order, a
     /// wake-up's ranks one by one), so the logs are merged without a sort or a copy
     /// ([`merged_places`]; until stop 58 each partition copied and sorted all of them:
@@ -198,7 +199,7 @@ impl Sim {
             gone[id as usize] = true;
             freed.push(id);
         }
-        // Slots are given out again in the order of their numbers.
+        // Freed in slot order, as before stop 58 (nothing orders by a slot: `retire`).
         freed.sort_unstable();
         let held: Vec<FlowId> = self
             .slots
