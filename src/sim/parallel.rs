@@ -217,13 +217,11 @@ pub(super) struct Part {
     /// credit wake-ups, `reconcile_credits`): the run goes again on one thread.
     pub diverged: Option<&'static str>,
     /// IB: the switch ports here whose credits come back from another partition; for
-    /// each touched in this window, its credit state before the window (its returns'
-    /// keys a range of `credit_keys`), and what each of its events did (`CreditStep`);
-    /// the returns taken at the barrier; scratch for `reconcile_credits`.
+    /// each touched in this window, its credit state before the window and what each
+    /// of its events did (`CreditLogs`); the returns taken at the barrier; scratch for
+    /// `reconcile_credits`.
     credit_cross: Vec<bool>,
-    credit_start: IdMap<PortId, credits::CreditStart>,
-    credit_keys: Vec<u128>,
-    credit_steps: Vec<CreditStep>,
+    credit_logs: credits::CreditLogs,
     returns: Vec<(PortId, u128, u128, u32)>,
     credit_scratch: credits::Scratch,
     /// The end of the last window: keys before it are handled.
@@ -326,9 +324,7 @@ impl Sim {
             mirror: Vec::new(),
             diverged: None,
             credit_cross,
-            credit_start: IdMap::default(),
-            credit_keys: Vec::new(),
-            credit_steps: Vec::new(),
+            credit_logs: Default::default(),
             returns: Vec::new(),
             credit_scratch: Default::default(),
             window_end: SimTime::ZERO,
@@ -945,4 +941,3 @@ mod tests;
 
 #[path = "parallel_credits.rs"]
 mod credits;
-use credits::CreditStep;

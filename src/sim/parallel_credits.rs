@@ -13,7 +13,6 @@ use crate::units::SimTime;
 /// and under which key one was scheduled.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CreditStep {
-    port: PortId,
     key: u128,
     landed: u32,
     stalled: bool,
@@ -35,13 +34,25 @@ impl Part {
 
 /// A port's credit state before its first logged event of the window: whether it
 /// waited for credit, whether a wake-up was scheduled, and its returns' keys
-/// (`Part::credit_keys[first..first + len]`).
+/// (`CreditLogs::keys[first..first + len]`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CreditStart {
     stalled: bool,
     credit_wake: bool,
     first: u32,
     len: u32,
+}
+
+/// The window's logs of the ports whose credits come back from another partition, by
+/// port (no hashing, no sort: until stop 58 a map and a sort of the steps by port
+/// were 2% of a split ring's instructions): each touched port's state before the
+/// window and its steps in key order; the ports touched, to clear at the barrier.
+#[derive(Debug, Default)]
+pub(super) struct CreditLogs {
+    start: Vec<Option<CreditStart>>,
+    steps: Vec<Vec<CreditStep>>,
+    touched: Vec<PortId>,
+    keys: Vec<u128>,
 }
 
 /// `reconcile_credits`' working lists, kept from one meeting to the next.
@@ -63,17 +74,24 @@ impl Sim {
         let part = self.part.as_deref_mut().expect("a partition");
         let (stalled, credit_wake, keys) = p.credit_state();
         let before = keys.len();
-        let arena = &mut part.credit_keys;
-        part.credit_start.entry(port).or_insert_with(|| {
-            let first = arena.len() as u32;
-            arena.extend(keys);
-            CreditStart {
+        drop(keys);
+        let logs = &mut part.credit_logs;
+        let i = port as usize;
+        if logs.start.len() <= i {
+            logs.start.resize(i + 1, None);
+            logs.steps.resize_with(i + 1, Vec::new);
+        }
+        if logs.start[i].is_none() {
+            let first = logs.keys.len() as u32;
+            logs.keys.extend(p.credit_state().2);
+            logs.start[i] = Some(CreditStart {
                 stalled,
                 credit_wake,
                 first,
                 len: before as u32,
-            }
-        });
+            });
+            logs.touched.push(port);
+        }
         p.land_credits(key);
         let landed = (before - p.credit_state().2.len()) as u32;
         let polled = p.poll_transmit(now);
@@ -82,8 +100,7 @@ impl Sim {
             _ => (false, None),
         };
         let stalled = p.credit_state().0;
-        part.credit_steps.push(CreditStep {
-            port,
+        logs.steps[i].push(CreditStep {
             key,
             landed,
             stalled,
@@ -106,17 +123,12 @@ impl Sim {
     pub(super) fn reconcile_credits(&mut self) {
         let part = self.part.as_deref_mut().expect("a partition");
         let mut returns = std::mem::take(&mut part.returns);
-        // By port, each port's in the order they were let go (one partition sends them);
-        // the steps by port too, each port's in key order (stable sorts), walked beside
-        // them.
+        // By port, each port's in the order they were let go (one partition sends them).
         returns.sort_by_key(|r| r.0);
-        let mut steps = std::mem::take(&mut part.credit_steps);
-        steps.sort_by_key(|s| s.port);
-        let mut start = std::mem::take(&mut part.credit_start);
-        let arena = std::mem::take(&mut part.credit_keys);
+        let mut logs = std::mem::take(&mut part.credit_logs);
         let mut sc = std::mem::take(&mut part.credit_scratch);
         let window_end = part.window_end;
-        let (mut i, mut at_step) = (0, 0);
+        let mut i = 0;
         while i < returns.len() {
             let port = returns[i].0;
             let mut j = i;
@@ -124,9 +136,9 @@ impl Sim {
                 j += 1;
             }
             sc.old.clear();
-            let (mut stalled, mut cw) = match start.get(&port) {
+            let (mut stalled, mut cw) = match logs.start.get(port as usize).copied().flatten() {
                 Some(b) => {
-                    let keys = &arena[b.first as usize..(b.first + b.len) as usize];
+                    let keys = &logs.keys[b.first as usize..(b.first + b.len) as usize];
                     sc.old.extend_from_slice(keys);
                     (b.stalled, b.credit_wake)
                 }
@@ -141,14 +153,8 @@ impl Sim {
             sc.new.clear();
             sc.one.clear();
             sc.mine.clear();
-            while at_step < steps.len() && steps[at_step].port < port {
-                at_step += 1;
-            }
-            let first_step = at_step;
-            while at_step < steps.len() && steps[at_step].port == port {
-                at_step += 1;
-            }
-            let mut own = steps[first_step..at_step].iter().peekable();
+            let steps: &[CreditStep] = logs.steps.get(port as usize).map_or(&[], |v| v);
+            let mut own = steps.iter().peekable();
             let mut pushes = returns[i..j].iter().peekable();
             loop {
                 let step_first = match (own.peek(), pushes.peek()) {
@@ -206,13 +212,14 @@ impl Sim {
             i = j;
         }
         // Every list back, emptied, with its allocation.
-        let part = self.part.as_deref_mut().expect("a partition");
+        for &p in &logs.touched {
+            logs.start[p as usize] = None;
+            logs.steps[p as usize].clear();
+        }
+        logs.touched.clear();
+        logs.keys.clear();
         returns.clear();
-        steps.clear();
-        start.clear();
-        let mut arena = arena;
-        arena.clear();
-        (part.returns, part.credit_steps, part.credit_start) = (returns, steps, start);
-        (part.credit_keys, part.credit_scratch) = (arena, sc);
+        let part = self.part.as_deref_mut().expect("a partition");
+        (part.returns, part.credit_logs, part.credit_scratch) = (returns, logs, sc);
     }
 }
