@@ -7,7 +7,12 @@
 //! run's flows load the leaves so unevenly that a split balanced by the events they are
 //! expected to make is clearly more even ([`Plan::balanced`]). What the leaves and
 //! spines leave uneven, a few hosts placed apart from their leaf even out, where their
-//! own link is no shorter than the lookahead (its wire then crosses). An egress
+//! own link is no shorter than the lookahead (its wire then crosses). A run with
+//! collectives and the host model keeps each server's NICs in one partition instead,
+//! so that its NVLink transfers are that partition's own: leaves holding NICs of one
+//! server go together ([`Plan::servers_whole`]), or, where every server has a NIC on
+//! every group of leaves, the servers go to the partitions in blocks with their NICs
+//! placed apart from their leaves ([`Plan::servers_apart`]). An egress
 //! port belongs to the node it leaves (its serializer, queues, PFC and credit gates), a
 //! wire and the ingress at its far end to the node it reaches (the packet lands there,
 //! the PFC frames and credits go back from there).

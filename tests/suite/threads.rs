@@ -498,8 +498,9 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
 /// lossy links; with transfer records retired as early as they can be (the receiving
 /// side sent to the sender's partition before the record folds there). On 4 leaves each
 /// server has a NIC on every leaf: the servers go to the partitions with their NICs,
-/// placed apart from their leaves (`Plan::servers_apart`), unless the host links are
-/// shorter than the fabric's, which the run says as it stays on one thread.
+/// placed apart from their leaves (`Plan::servers_apart`), also where the host links
+/// are shorter than the fabric's (the windows then narrow to them, since stop 58); with
+/// fewer servers than partitions the run says why it stays on one thread.
 #[test]
 fn ring_collectives_with_the_host_model_split_by_server() {
     let (dir, sc) = scenario_file(
