@@ -85,6 +85,19 @@ impl Dag {
         (0..self.nodes.len() as u32).filter(|&i| self.deps_init[i as usize] == 0)
     }
 
+    /// Whether every transfer waits only for transfers that land at its sender (data
+    /// it forwards or adds to): then a transfer is made ready where its dependencies
+    /// land, by its sender, and a run split over threads can keep each rank's
+    /// dependency counts in its own partition (`share`).
+    pub fn deps_land_at_sender(&self) -> bool {
+        (0..self.nodes.len() as u32).all(|i| {
+            let dst = self.nodes[i as usize].dst;
+            self.successors(i)
+                .iter()
+                .all(|&s| self.nodes[s as usize].src == dst)
+        })
+    }
+
     /// Bytes it holds (the memory footprint's count).
     pub fn heap_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<DNode>()

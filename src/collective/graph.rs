@@ -35,6 +35,9 @@ struct ChannelGraph {
     slots_per_chunk: u32,
     /// Indices into `GraphRun::tracked` of its first and last chunk (when it has two).
     track: [Option<u32>; 2],
+    /// Transfers per chunk that land here: `len`, or in a run split over threads those
+    /// landing at this partition's ranks (`GraphRun::land_here`).
+    len_here: u32,
 }
 
 impl ChannelGraph {
@@ -69,14 +72,17 @@ pub struct GraphRun {
     channels: Vec<ChannelGraph>,
     /// A graph of the whole operation (in-network): its slots per channel.
     whole_slots: Option<u32>,
-    /// Per channel and chunk: dependencies left per transfer (empty once it is done),
-    /// and transfers done.
+    /// Per channel and chunk: dependencies left per transfer (empty once the chunk's
+    /// transfers that land here are done), and transfers done here.
     deps_left: Vec<Vec<Vec<u32>>>,
     chunk_done: Vec<Vec<u32>>,
     tracked: Vec<Tracked>,
     /// Cells each tracked chunk keeps per rank.
     cells_per_chunk: u32,
     total: u64,
+    /// Transfers that land here (`total`, or this partition's share: `land_here`), and
+    /// of them those done.
+    total_here: u64,
     done: u64,
     /// Chunks of a channel in flight at once (`with_window`): transfer t of chunk j
     /// also waits for transfer t of chunk j - window; 0 for no such limit.
@@ -112,6 +118,7 @@ impl GraphRun {
                 len,
                 slots_per_chunk,
                 track: [None, None],
+                len_here: len,
             };
             g.track[0] = Some(run.tracked.len() as u32);
             run.tracked.push(Tracked::default());
@@ -127,8 +134,24 @@ impl GraphRun {
             "validation bounds a graph's transfers"
         );
         run.total = id;
+        run.total_here = id;
         run.reset();
         run
+    }
+
+    /// A run split over threads (`share`): this partition's copy counts only the
+    /// transfers landing at the ranks `here` marks, those it sees land. Their
+    /// successors are sent from where they land (`deps_land_at_sender`, which a tree
+    /// keeps), so every dependency a rank's transfer waits for is counted where the rank
+    /// is; the partitions' meeting decides when all are done.
+    pub fn land_here(&mut self, here: impl Fn(u32) -> bool) {
+        let mut total = 0;
+        for g in &mut self.channels {
+            g.len_here = g.full.nodes.iter().filter(|d| here(d.dst)).count() as u32;
+            total += g.len_here as u64 * g.chunks as u64;
+        }
+        self.total_here = total;
+        self.reset();
     }
 
     /// A graph of the whole operation (in-network aggregation) over `channels` channels.
@@ -161,6 +184,10 @@ impl GraphRun {
             .map(|g| {
                 (0..g.chunks)
                     .map(|j| {
+                        if g.len_here == 0 {
+                            // Nothing of it lands here: no count is ever read.
+                            return Vec::new();
+                        }
                         let mut d = g.graph(j).deps_init.clone();
                         if w > 0 && j >= w {
                             d.iter_mut().for_each(|x| *x += 1);
@@ -185,6 +212,14 @@ impl GraphRun {
         }
     }
 
+    /// Whether every graph's transfers wait only for transfers that land at their
+    /// sender (`Dag::deps_land_at_sender`).
+    pub fn deps_land_at_sender(&self) -> bool {
+        self.channels.iter().all(|g| {
+            g.full.deps_land_at_sender() && g.last.as_ref().map_or(true, Dag::deps_land_at_sender)
+        })
+    }
+
     /// Cells per rank its tracked chunks keep.
     pub fn cells_per_rank(&self) -> usize {
         self.tracked.len() * self.cells_per_chunk as usize
@@ -200,8 +235,9 @@ impl GraphRun {
         self.total
     }
 
+    /// Every transfer that lands here is done.
     pub fn finished(&self) -> bool {
-        self.done == self.total
+        self.done == self.total_here
     }
 
     /// The transfers with no dependency, in id order.
@@ -275,7 +311,7 @@ impl GraphRun {
         self.done += 1;
         let done = &mut self.chunk_done[at.channel as usize][at.chunk as usize];
         *done += 1;
-        if *done == g.len {
+        if *done == g.len_here {
             *deps = Vec::new();
         }
         let w = self.window;

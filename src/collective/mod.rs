@@ -633,6 +633,12 @@ impl CollectiveRun {
             } else {
                 self.graph.reset();
             }
+            if let Some(sh) = self.share.as_ref() {
+                // A split run's copy counts the transfers landing at its ranks (`share`).
+                debug_assert!(self.graph.deps_land_at_sender(), "a split run takes trees");
+                let owned = &sh.owned;
+                self.graph.land_here(|p| owned[p as usize]);
+            }
             // NVLSTree's steps are booked per iteration (chunk numbers start again).
             self.scatter_steps.iter_mut().for_each(Vec::clear);
             self.mc_ready.clear();
@@ -646,8 +652,15 @@ impl CollectiveRun {
                     vec![own; cells]
                 })
                 .collect();
+            // A split run's copy starts the ranks it handles.
             for i in self.graph.roots() {
-                self.issue_node(i, out);
+                if self.owns(self.graph.node(self.graph.at(i)).src) {
+                    self.issue_node(i, out);
+                }
+            }
+            if self.graph.finished() {
+                // A split run's copy none of whose ranks receives anything.
+                self.ranks_here_done(now);
             }
             return;
         }
@@ -845,7 +858,8 @@ impl CollectiveRun {
         }
         self.ready = ready;
         if self.graph.finished() {
-            self.finish_iteration(now);
+            // On one thread the iteration ends; split, the partitions' meeting decides.
+            self.ranks_here_done(now);
         }
     }
 
@@ -896,7 +910,8 @@ impl CollectiveRun {
             // Allreduce: every tracked cell of every rank holds every rank's data once.
             let cells = self.graph.used_cells();
             let mut wrong = 0;
-            for p in 0..n {
+            // A split run's copy counts its own ranks (the copies' counts are summed).
+            for p in (0..n).filter(|&p| self.owns(p)) {
                 let row = &self.buf[p as usize];
                 wrong += cells.iter().filter(|&&k| row[k] != (n, all)).count() as u64;
             }

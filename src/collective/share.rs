@@ -16,8 +16,15 @@
 //! launch is then scheduled from the meeting, under the key one thread gives it (the
 //! run's own event source, `sim::Sources::run`).
 //!
-//! Leaves out: graph algorithms (trees, NVLSTree, in-network), which a split run does
-//! not take (`sim::parallel::unsupported`).
+//! A tree (stop 59) is split the same way: its transfers are the graph's, numbered by
+//! their place in it in every copy, so none is given out or given back; each copy counts
+//! the dependencies of its own ranks' sends, which wait only for transfers landing at
+//! those ranks (`dag::Dag::deps_land_at_sender`), and a transfer landing at another
+//! copy's rank takes what it carries there with it (`transfer`, `put_transfer`).
+//!
+//! Leaves out: the other graph algorithms (hierarchical, whose leaders' ring waits for
+//! what lands at the receiver; NVLSTree; in-network), which a split run does not take
+//! (`sim::parallel::unsupported`).
 
 use super::{CollectiveRun, Xfer};
 use crate::units::SimTime;
@@ -26,7 +33,7 @@ use crate::units::SimTime;
 #[derive(Clone, Debug)]
 pub(super) struct Share {
     /// Per rank: whether this copy handles it.
-    owned: Vec<bool>,
+    pub(super) owned: Vec<bool>,
     owned_count: u32,
     parts: u32,
     me: u32,
@@ -42,7 +49,6 @@ impl CollectiveRun {
     /// This copy handles the ranks `owned` marks, partition `me` of `parts`.
     pub fn split(&mut self, owned: Vec<bool>, parts: u32, me: u32) {
         assert_eq!(owned.len(), self.n as usize, "a mark per rank");
-        assert!(!self.is_graph(), "a split run takes rings only");
         let owned_count = owned.iter().filter(|&&o| o).count() as u32;
         self.share = Some(Share {
             owned,
@@ -90,7 +96,7 @@ impl CollectiveRun {
                 (s.fresh - 1) * s.parts + s.me
             }
         };
-        self.put_transfer(id, x);
+        self.put_ring_transfer(id, x);
         id
     }
 
@@ -104,13 +110,34 @@ impl CollectiveRun {
         }
     }
 
-    /// Transfer `xfer`'s record, for the partition where it lands.
-    pub fn transfer(&self, xfer: u32) -> Xfer {
+    /// Transfer `xfer`'s record, for the partition where it lands: a ring's; of a
+    /// graph's, what it carries (its place names the rest: every copy holds the graph).
+    pub fn transfer(&mut self, xfer: u32) -> Xfer {
+        if self.is_graph() {
+            let at = self.graph.at(xfer);
+            let (count, sum) = self.graph.snap(at).map_or((0, 0), |s| *s);
+            return Xfer {
+                count,
+                sum,
+                ..Xfer::default()
+            };
+        }
         self.xfers[xfer as usize]
     }
 
     /// Puts transfer `xfer`'s record (given out here, or by the partition that sent it).
     pub fn put_transfer(&mut self, xfer: u32, x: Xfer) {
+        if self.is_graph() {
+            if let Some(s) = self.graph.snap(self.graph.at(xfer)) {
+                *s = (x.count, x.sum);
+            }
+            return;
+        }
+        self.put_ring_transfer(xfer, x);
+    }
+
+    #[inline(always)]
+    fn put_ring_transfer(&mut self, xfer: u32, x: Xfer) {
         let i = xfer as usize;
         if self.xfers.len() <= i {
             self.xfers.resize(i + 1, Xfer::default());

@@ -64,6 +64,44 @@ fn tree_and_hierarchical_reduce_correctly_for_any_grouping() {
     }
 }
 
+/// What lets a run split over threads take trees and not the hierarchy (`share`,
+/// `sim::parallel_coll`): every transfer of a tree waits only for transfers landing at
+/// its sender, so its dependency counts are kept where its sender is; the hierarchy's
+/// leaders' ring adds into the receiver's own partial, so a step also waits for what
+/// lands at its receiver (with 2 or more leaves).
+#[test]
+fn tree_transfers_wait_only_for_what_lands_at_their_sender() {
+    let shapes: [(&[u32], &[u32]); 3] = [
+        (&[0, 0, 1, 1, 1, 2], &[0, 0, 1]),
+        (
+            &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3],
+            &[0, 0, 1, 1],
+        ),
+        (&[0, 1, 2, 3, 4, 5, 6], &[0, 1, 1, 2, 2, 2, 3]),
+    ];
+    for (servers, leaves) in shapes {
+        for alg in [CollectiveAlgorithm::Tree, CollectiveAlgorithm::Hierarchical] {
+            // Two channels and a cut-short last chunk: every graph a run holds.
+            let c = super::tests::collective(CollectiveOp::Allreduce, alg, 100_000, 2, 4096, 2, 0);
+            let ranks: Vec<RankLoc> = servers
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| RankLoc {
+                    server: s,
+                    gpu: i as u32,
+                    port: s,
+                })
+                .collect();
+            let table = leaves.to_vec();
+            let mut run = CollectiveRun::new(&c, 0, ranks, move |p| table[p as usize], 4, 2, 50.0);
+            run.start(SimTime::ZERO);
+            wake(&mut run, &mut Vec::new());
+            let want = alg == CollectiveAlgorithm::Tree;
+            assert_eq!(run.graph.deps_land_at_sender(), want, "{alg:?} {servers:?}");
+        }
+    }
+}
+
 /// Hierarchical: only the leaders' ring crosses leaves: 2(L - 1) x S bytes per
 /// iteration (two iterations here).
 #[test]
@@ -393,4 +431,85 @@ fn nvls_tree_scatters_and_gathers_a_whole_step_at_a_time() {
         done.iter().all(|&(_, at)| at == want),
         "{done:?} against {want:?}"
     );
+}
+
+/// A tree split over two copies (`share`, as `sim::parallel_coll` runs one): each copy
+/// posts only its own ranks' sends and counts only what lands at its ranks; a transfer
+/// landing at the other copy's rank takes what it carries there (`transfer`,
+/// `put_transfer`); an iteration ends once both copies' ranks are done. 8 servers of 2
+/// GPUs, the first 4 servers one copy's: the copies post exactly the transfers one run
+/// posts, each once, and every tracked piece ends holding every rank's data. Fails
+/// without the carried record (`#wrong` 256) or with every copy posting every root.
+#[test]
+fn a_tree_split_over_two_copies_posts_and_reduces_as_one_run() {
+    let ranks: Vec<RankLoc> = (0..16)
+        .map(|i| RankLoc {
+            server: i / 2,
+            gpu: i % 2,
+            port: i / 2,
+        })
+        .collect();
+    let c = super::tests::collective(
+        CollectiveOp::Allreduce,
+        CollectiveAlgorithm::Tree,
+        1 << 20,
+        2,
+        65536,
+        2,
+        0,
+    );
+    let make = || CollectiveRun::new(&c, 0, ranks.clone(), |_| 0, 4, 2, 50.0);
+    // One run: every transfer lands in the order it was posted.
+    let mut one = make();
+    one.start(SimTime::ZERO);
+    let mut out = Vec::new();
+    let mut posted_one = Vec::new();
+    while !one.is_done() {
+        wake(&mut one, &mut out);
+        let mut queue: std::collections::VecDeque<Send> = out.drain(..).collect();
+        while let Some(s) = queue.pop_front() {
+            posted_one.push(s.xfer);
+            one.on_done(SimTime(1), s.xfer, &mut out);
+            queue.extend(out.drain(..));
+        }
+    }
+    // Two copies.
+    let owned: [Vec<bool>; 2] = [
+        ranks.iter().map(|l| l.server < 4).collect(),
+        ranks.iter().map(|l| l.server >= 4).collect(),
+    ];
+    let mut copies = [make(), make()];
+    for (k, copy) in copies.iter_mut().enumerate() {
+        copy.split(owned[k].clone(), 2, k as u32);
+        copy.start(SimTime::ZERO);
+    }
+    let mut posted = Vec::new();
+    while !copies[0].is_done() {
+        let mut queue = std::collections::VecDeque::new();
+        for (k, copy) in copies.iter_mut().enumerate() {
+            wake(copy, &mut out);
+            queue.extend(out.drain(..).map(|s| (k, s)));
+        }
+        while let Some((k, s)) = queue.pop_front() {
+            assert!(owned[k][s.src as usize], "posted by its sender's copy");
+            posted.push(s.xfer);
+            let to = usize::from(!owned[0][s.dst as usize]);
+            if to != k {
+                let x = copies[k].transfer(s.xfer);
+                copies[to].put_transfer(s.xfer, x);
+            }
+            copies[to].on_done(SimTime(1), s.xfer, &mut out);
+            queue.extend(out.drain(..).map(|s| (to, s)));
+        }
+        assert!(copies.iter().all(|c| c.done_here().is_some()));
+        copies.iter_mut().for_each(|c| c.end_iteration(SimTime(1)));
+    }
+    assert!(copies[1].is_done());
+    posted.sort_unstable();
+    posted_one.sort_unstable();
+    assert_eq!(posted, posted_one);
+    let [mut a, b] = copies;
+    a.add_wrong_from(&b);
+    let rows = a.result().rows;
+    assert_eq!((rows[0].wrong, rows[0].times_ps.len()), (0, 2));
 }

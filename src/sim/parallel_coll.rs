@@ -28,8 +28,13 @@
 //!
 //! The records' numbers and their retiring are `parallel_retire`'s.
 //!
-//! Leaves out (such runs go on one thread: `parallel::unsupported`): graph algorithms,
-//! raw packets, training jobs, and fewer servers than partitions where no grouping of
+//! Trees split as rings do (since stop 59): a tree's transfer is named by its place in
+//! the graph every partition holds, so its number is never given back, and its record
+//! carries what it holds to the receiver's partition (`CollectiveRun::transfer`); it
+//! waits only for what lands at its sender, so no dependency crosses partitions.
+//!
+//! Leaves out (such runs go on one thread: `parallel::unsupported`): the other graph
+//! algorithms (hierarchical, NVLSTree, in-network), raw packets, training jobs, and fewer servers than partitions where no grouping of
 //! leaves keeps them whole (with more, their NICs are placed apart from their leaves:
 //! `Plan::servers_apart`).
 
@@ -294,16 +299,16 @@ pub(super) fn collective_unsupported(
     let Ok(ranks) = crate::collective::place_on(c, sc.host.as_ref(), hosts, sc.seed, item) else {
         return Some("a collective that cannot be placed");
     };
-    let rings = crate::collective::tuner::choices(c, &ranks, super::tuner_net_gbps(sc))
+    // A tree's transfers wait only for what lands at their sender
+    // (`Dag::deps_land_at_sender`); the hierarchy's leaders' ring also waits for what
+    // lands at the receiver.
+    let splits =
+        |a: CollectiveAlgorithm| matches!(a, CollectiveAlgorithm::Ring | CollectiveAlgorithm::Tree);
+    let all_split = crate::collective::tuner::choices(c, &ranks, super::tuner_net_gbps(sc))
         .iter()
-        .all(|&(a, _)| a == CollectiveAlgorithm::Ring);
-    if !rings
-        || !matches!(
-            c.algorithm,
-            CollectiveAlgorithm::Ring | CollectiveAlgorithm::Auto
-        )
-    {
-        return Some("collectives other than rings");
+        .all(|&(a, _)| splits(a));
+    if !all_split || !(splits(c.algorithm) || c.algorithm == CollectiveAlgorithm::Auto) {
+        return Some("collectives other than rings and trees");
     }
     None
 }

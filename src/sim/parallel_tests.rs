@@ -19,20 +19,25 @@ fn what_runs_on_one_thread_says_why() {
         |y: String| crate::scenario::parse_str(&y, "t.yaml", "t", &Default::default()).unwrap();
     assert_eq!(plan_threads(&load(yaml("")), 8), Ok(2));
     assert_eq!(plan_threads(&load(yaml("")), 1), Ok(1));
-    // A collective item joins the permutation: rings split (with several queue pairs a
-    // connection too), other algorithms do not.
+    // A collective item joins the permutation: rings and trees split (with several
+    // queue pairs a connection too), other algorithms do not.
     let coll = |more: &str| {
         format!("  - collective: {{ op: allreduce, algorithm: ring, size: 1MiB{more} }}\n")
     };
     assert_eq!(plan_threads(&load(yaml(&coll(""))), 2), Ok(2));
     let qps = coll(", qps_per_connection: 2, split_data_on_qps: true");
     assert_eq!(plan_threads(&load(yaml(&qps)), 2), Ok(2));
+    let tree = coll("").replace("ring", "tree");
+    assert_eq!(plan_threads(&load(yaml(&tree)), 2), Ok(2));
     let cases = [
         (
             "transport: { rc: { operation: read } }\n".to_string(),
             "READ",
         ),
-        (coll("").replace("ring", "tree"), "other than rings"),
+        (
+            coll("").replace("ring", "hierarchical"),
+            "other than rings and trees",
+        ),
     ];
     for (extra, why) in cases {
         let e = plan_threads(&load(yaml(&extra)), 2).unwrap_err();
