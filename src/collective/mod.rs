@@ -633,9 +633,11 @@ impl CollectiveRun {
             } else {
                 self.graph.reset();
             }
-            if let Some(sh) = self.share.as_ref() {
+            if let Some(sh) = self.share.as_mut() {
                 // A split run's copy counts the transfers landing at its ranks (`share`).
-                debug_assert!(self.graph.deps_land_at_sender(), "a split run takes trees");
+                if self.iteration == 0 {
+                    sh.unsound = !self.graph.deps_land_at_sender();
+                }
                 let owned = &sh.owned;
                 self.graph.land_here(|p| owned[p as usize]);
             }
@@ -865,7 +867,7 @@ impl CollectiveRun {
 
     /// Whether transfers come from a per-iteration graph (tree, hierarchical,
     /// in-network) rather than the lazy ring.
-    pub(super) fn is_graph(&self) -> bool {
+    pub fn is_graph(&self) -> bool {
         self.algo != CollectiveAlgorithm::Ring
     }
 

@@ -43,6 +43,9 @@ pub(super) struct Share {
     done_at: Option<SimTime>,
     /// Numbers of other partitions' transfers that landed here, to give back.
     given_back: Vec<u32>,
+    /// The current size's graph has a transfer that waits for what lands at its
+    /// receiver (`split_unsound`).
+    pub(super) unsound: bool,
 }
 
 impl CollectiveRun {
@@ -58,7 +61,15 @@ impl CollectiveRun {
             fresh: 0,
             done_at: None,
             given_back: Vec::new(),
+            unsound: false,
         });
+    }
+
+    /// Whether this split copy's current graph cannot be run split: a transfer waits
+    /// for what lands at its receiver, which another partition may see first
+    /// (`dag::Dag::deps_land_at_sender`; the planner takes only trees, which never do).
+    pub fn split_unsound(&self) -> bool {
+        self.share.as_ref().is_some_and(|s| s.unsound)
     }
 
     /// Whether this copy handles rank `p` (every rank, on one thread).

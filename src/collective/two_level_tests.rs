@@ -68,7 +68,8 @@ fn tree_and_hierarchical_reduce_correctly_for_any_grouping() {
 /// `sim::parallel_coll`): every transfer of a tree waits only for transfers landing at
 /// its sender, so its dependency counts are kept where its sender is; the hierarchy's
 /// leaders' ring adds into the receiver's own partial, so a step also waits for what
-/// lands at its receiver (with 2 or more leaves).
+/// lands at its receiver (with 2 or more leaves), and a split copy of it says it
+/// cannot run split (`split_unsound`).
 #[test]
 fn tree_transfers_wait_only_for_what_lands_at_their_sender() {
     let shapes: [(&[u32], &[u32]); 3] = [
@@ -92,12 +93,21 @@ fn tree_transfers_wait_only_for_what_lands_at_their_sender() {
                     port: s,
                 })
                 .collect();
-            let table = leaves.to_vec();
-            let mut run = CollectiveRun::new(&c, 0, ranks, move |p| table[p as usize], 4, 2, 50.0);
+            let make = || {
+                let table = leaves.to_vec();
+                CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2, 50.0)
+            };
+            let (mut run, mut copy) = (make(), make());
             run.start(SimTime::ZERO);
             wake(&mut run, &mut Vec::new());
             let want = alg == CollectiveAlgorithm::Tree;
             assert_eq!(run.graph.deps_land_at_sender(), want, "{alg:?} {servers:?}");
+            // A split copy of a graph that does not says so (the run goes on one thread).
+            let n = servers.len();
+            copy.split((0..n).map(|p| p < n / 2).collect(), 2, 0);
+            copy.start(SimTime::ZERO);
+            wake(&mut copy, &mut Vec::new());
+            assert_eq!(copy.split_unsound(), !want, "{alg:?} {servers:?}");
         }
     }
 }

@@ -45,7 +45,14 @@ impl Sim {
         let r = &mut self.colls[run as usize];
         match input {
             CollInput::Start => r.start(now),
-            CollInput::Wake => r.on_wake(now, &mut out),
+            CollInput::Wake => {
+                r.on_wake(now, &mut out);
+                if r.split_unsound() {
+                    let part = self.part.as_deref_mut().expect("a split copy");
+                    part.diverged
+                        .get_or_insert(super::parallel_coll::GRAPH_UNSOUND);
+                }
+            }
             CollInput::Done(x) => r.on_done(now, x, &mut out),
             CollInput::Clear(conn) => {
                 let ch = r.cfg.channels;

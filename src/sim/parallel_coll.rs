@@ -113,11 +113,17 @@ impl Sim {
     /// receiver's partition, if another, a copy.
     pub(super) fn share_transfer(&mut self, id: FlowId, run: u32, xfer: u32, src_rank: u32) {
         let key = self.q.current_key();
+        let graph = self.colls[run as usize].is_graph();
         let Some(part) = self.part.as_deref_mut() else {
             return;
         };
-        // One thread makes a wake-up's transfers rank by rank.
-        let sub = if part.coll_wake { src_rank + 1 } else { 0 };
+        // One thread makes a wake-up's transfers rank by rank (a ring's), or in the
+        // graph's order (a tree's roots, by their place in it).
+        let sub = match (part.coll_wake, graph) {
+            (false, _) => 0,
+            (true, false) => src_rank + 1,
+            (true, true) => xfer + 1,
+        };
         part.created.push((key, sub, id));
         let to = part.plan.host(self.flows[id as usize].def.dst);
         if to != part.me {
@@ -312,6 +318,11 @@ pub(super) fn collective_unsupported(
     }
     None
 }
+
+/// Why a split run went again on one thread: a collective's graph has a transfer that
+/// waits for what lands at its receiver (`CollectiveRun::split_unsound`).
+pub(super) const GRAPH_UNSOUND: &str =
+    "a collective graph whose transfers wait for what lands at their receiver";
 
 /// Why a split run went again on one thread: see `Sim::end_iterations`.
 pub(super) const LAUNCH_IN_WINDOW: &str =
