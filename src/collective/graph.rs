@@ -213,11 +213,15 @@ impl GraphRun {
     }
 
     /// Whether every graph's transfers wait only for transfers that land at their
-    /// sender (`Dag::deps_land_at_sender`).
+    /// sender (`Dag::deps_land_at_sender`), and no window of chunks in flight makes a
+    /// transfer wait for the same one of an earlier chunk, which lands at its receiver
+    /// (NVLSTree's `with_window`).
     pub fn deps_land_at_sender(&self) -> bool {
-        self.channels.iter().all(|g| {
-            g.full.deps_land_at_sender() && g.last.as_ref().map_or(true, Dag::deps_land_at_sender)
-        })
+        self.window == 0
+            && self.channels.iter().all(|g| {
+                g.full.deps_land_at_sender()
+                    && g.last.as_ref().map_or(true, Dag::deps_land_at_sender)
+            })
     }
 
     /// Cells per rank its tracked chunks keep.

@@ -3,6 +3,19 @@
 use super::tests::wake;
 use super::*;
 
+/// Rank i on server `servers[i]`; ports are servers.
+fn ranks_on(servers: &[u32]) -> Vec<RankLoc> {
+    servers
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| RankLoc {
+            server: s,
+            gpu: i as u32,
+            port: s,
+        })
+        .collect()
+}
+
 fn run_two_level(
     alg: CollectiveAlgorithm,
     servers: &[u32],
@@ -12,16 +25,7 @@ fn run_two_level(
     chunk: u64,
 ) -> (u64, u64) {
     let c = super::tests::collective(CollectiveOp::Allreduce, alg, size, channels, chunk, 2, 0);
-    // Rank i on server servers[i]; ports are servers; leaves from the table.
-    let ranks: Vec<RankLoc> = servers
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| RankLoc {
-            server: s,
-            gpu: i as u32,
-            port: s,
-        })
-        .collect();
+    let ranks = ranks_on(servers);
     let table = leaf_of_server.to_vec();
     let mut run = CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2, 50.0);
     let mut out = Vec::new();
@@ -64,7 +68,7 @@ fn tree_and_hierarchical_reduce_correctly_for_any_grouping() {
     }
 }
 
-/// What lets a run split over threads take trees and not the hierarchy (`share`,
+/// What lets a run split over threads take trees and not the hierarchy or NVLSTree (`share`,
 /// `sim::parallel_coll`): every transfer of a tree waits only for transfers landing at
 /// its sender, so its dependency counts are kept where its sender is; the hierarchy's
 /// leaders' ring adds into the receiver's own partial, so a step also waits for what
@@ -84,15 +88,7 @@ fn tree_transfers_wait_only_for_what_lands_at_their_sender() {
         for alg in [CollectiveAlgorithm::Tree, CollectiveAlgorithm::Hierarchical] {
             // Two channels and a cut-short last chunk: every graph a run holds.
             let c = super::tests::collective(CollectiveOp::Allreduce, alg, 100_000, 2, 4096, 2, 0);
-            let ranks: Vec<RankLoc> = servers
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| RankLoc {
-                    server: s,
-                    gpu: i as u32,
-                    port: s,
-                })
-                .collect();
+            let ranks = ranks_on(servers);
             let make = || {
                 let table = leaves.to_vec();
                 CollectiveRun::new(&c, 0, ranks.clone(), move |p| table[p as usize], 4, 2, 50.0)
@@ -110,6 +106,10 @@ fn tree_transfers_wait_only_for_what_lands_at_their_sender() {
             assert_eq!(copy.split_unsound(), !want, "{alg:?} {servers:?}");
         }
     }
+    // NVLSTree's window of chunks in flight: a transfer waits for the same one of the
+    // chunk NCCL_STEPS before, which lands at its receiver.
+    let (run, _) = nvls_started(64 << 20);
+    assert!(!run.graph.deps_land_at_sender());
 }
 
 /// Hierarchical: only the leaders' ring crosses leaves: 2(L - 1) x S bytes per

@@ -364,6 +364,55 @@ fn host_pipelines_write_the_same_bytes_on_1_2_and_3_threads() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// 12 leaves of 4 NIC ports holding 12 servers of 4 GPUs and 4 NICs, rail-wired, with
+/// the host model (NCCL's proxy posting, GPU memory), written as `name.yaml`; `workload`
+/// is its workload's items.
+fn rail_servers(name: &str, workload: &str) -> (PathBuf, PathBuf) {
+    scenario_file(
+        name,
+        &format!(
+            "name: {name}\nseed: 3\ntopology:\n  leaves: 12\n  spines: 4\n  hosts_per_leaf: 4\n  \
+             host_link: {{ rate: 100Gbps, latency: 1us }}\n  \
+             fabric_link: {{ rate: 100Gbps, latency: 700ns }}\n\
+             switch: {{ latency: 300ns, buffer: 1MiB }}\npacket: {{ mtu: 1000B }}\n\
+             host: {{ gpus_per_host: 4, nics_per_host: 4, wiring: rail, posting: cpu_proxy, \
+             memory: gpu }}\nworkload:\n{workload}"
+        ),
+    )
+}
+
+/// `flows.csv` of `scenario` run with `--flows` (a row per flow and transfer) at 1, 2
+/// and 3 threads into folders under `dir`, split whatever the work per window: the same
+/// bytes each time; returns the one-thread file.
+fn same_flows_at_1_2_3(scenario: &Path, dir: &Path) -> Vec<u8> {
+    let flows_csv = |t: u32| {
+        let out = dir.join(format!("flows-{t}"));
+        let o = bin()
+            .env("DOORBELL_SPLIT_MIN_EVENTS", "0")
+            .args([
+                "run",
+                scenario.to_str().unwrap(),
+                "--quiet",
+                "--no-plot",
+                "--force",
+            ])
+            .args(["--flows", "--threads", &t.to_string()])
+            .args(["--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read(out.join("flows.csv")).unwrap()
+    };
+    let one = flows_csv(1);
+    for t in [2, 3] {
+        assert!(
+            one == flows_csv(t),
+            "flows.csv with --flows differs at {t} threads"
+        );
+    }
+    one
+}
+
 /// Ring collectives split by rank (stop 57, `sim::parallel_coll`): the small fabric with
 /// a ring allreduce over its 16 hosts (placed at random, 4 channels, a warm-up and two
 /// timed iterations) beside its flows, in the flow controls and losses a split covers:
@@ -451,41 +500,12 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
     };
     let (plain, _) = run(&sc, &[], 1, &d.join("plain"));
     assert_eq!(transfer_rows(&plain[Path::new("flows.csv")]), 0);
-    let flows_csv = |t: u32| {
-        let out = d.join(format!("flows-{t}"));
-        let o = bin()
-            .env("DOORBELL_SPLIT_MIN_EVENTS", "0")
-            .args([
-                "run",
-                sc.to_str().unwrap(),
-                "--quiet",
-                "--no-plot",
-                "--force",
-            ])
-            .args([
-                "--flows",
-                "--threads",
-                &t.to_string(),
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        std::fs::read(out.join("flows.csv")).unwrap()
-    };
-    let one = flows_csv(1);
+    let one = same_flows_at_1_2_3(&sc, &d);
     assert!(
         transfer_rows(&one) > 1000,
         "{} transfer rows",
         transfer_rows(&one)
     );
-    for t in [2, 3] {
-        assert!(
-            one == flows_csv(t),
-            "flows.csv with --flows differs at {t} threads"
-        );
-    }
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(d);
 }
@@ -524,15 +544,9 @@ fn tree_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
             "{name}"
         );
     }
-    let (hdir, hsc) = scenario_file(
+    let (hdir, hsc) = rail_servers(
         "htree",
-        "name: htree\nseed: 3\ntopology:\n  leaves: 12\n  spines: 4\n  hosts_per_leaf: 4\n  \
-         host_link: { rate: 100Gbps, latency: 1us }\n  \
-         fabric_link: { rate: 100Gbps, latency: 700ns }\n\
-         switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\n\
-         host: { gpus_per_host: 4, nics_per_host: 4, wiring: rail, posting: cpu_proxy, \
-         memory: gpu }\nworkload:\n  \
-         - collective: { op: allreduce, algorithm: tree, size: 1MiB, iters: 2, \
+        "  - collective: { op: allreduce, algorithm: tree, size: 1MiB, iters: 2, \
          warmup_iters: 1, channels: 2 }\n",
     );
     let [two, three] = same_bytes_at_1_2_3_env("htree", &hsc, &[], &sweep);
@@ -542,31 +556,7 @@ fn tree_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
     // are, rows differ at 2 and 3 threads, and a debug build's check of the merged
     // logs' order fails).
     let d = tmpdir("tree-flows");
-    let flows_csv = |t: u32| {
-        let out = d.join(format!("flows-{t}"));
-        let o = bin()
-            .env("DOORBELL_SPLIT_MIN_EVENTS", "0")
-            .args([
-                "run",
-                sc.to_str().unwrap(),
-                "--quiet",
-                "--no-plot",
-                "--force",
-            ])
-            .args(["--flows", "--threads", &t.to_string()])
-            .args(["--out", out.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        std::fs::read(out.join("flows.csv")).unwrap()
-    };
-    let one = flows_csv(1);
-    for t in [2, 3] {
-        assert!(
-            one == flows_csv(t),
-            "flows.csv with --flows differs at {t} threads"
-        );
-    }
+    same_flows_at_1_2_3(&sc, &d);
     let _ = std::fs::remove_dir_all(d);
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(hdir);
@@ -585,15 +575,9 @@ fn tree_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
 /// fewer servers than partitions the run says why it stays on one thread.
 #[test]
 fn ring_collectives_with_the_host_model_split_by_server() {
-    let (dir, sc) = scenario_file(
+    let (dir, sc) = rail_servers(
         "hcoll",
-        "name: hcoll\nseed: 3\ntopology:\n  leaves: 12\n  spines: 4\n  hosts_per_leaf: 4\n  \
-         host_link: { rate: 100Gbps, latency: 1us }\n  \
-         fabric_link: { rate: 100Gbps, latency: 700ns }\n\
-         switch: { latency: 300ns, buffer: 1MiB }\npacket: { mtu: 1000B }\n\
-         host: { gpus_per_host: 4, nics_per_host: 4, wiring: rail, posting: cpu_proxy, \
-         memory: gpu }\nworkload:\n  \
-         - collective: { op: allreduce, algorithm: ring, size: 2MiB, iters: 2, \
+        "  - collective: { op: allreduce, algorithm: ring, size: 2MiB, iters: 2, \
          warmup_iters: 1, channels: 4 }\n  \
          - poisson: { load: 0.3, sizes: websearch, until: 100us }\n",
     );
