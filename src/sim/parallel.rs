@@ -341,10 +341,13 @@ impl Sim {
         sim
     }
 
-    /// At a window's end: the packets handed off in it are copied into their messages
-    /// (`PacketPool::hand_off`), together.
-    fn copy_handed(&mut self) {
+    /// At a window's end (`end`): the packets handed off in it are copied into their
+    /// messages (`PacketPool::hand_off`), together; returns the earliest time (ps) the
+    /// outbox's messages make anything happen at the far end (`Msg::earliest`;
+    /// `u64::MAX` for none), found in the same pass.
+    fn copy_handed(&mut self, end: SimTime) -> u64 {
         let part = self.part.as_deref_mut().expect("a partition");
+        let mut earliest = u64::MAX;
         for out in &mut part.outbox {
             for m in out.iter_mut() {
                 if let Msg::Packet {
@@ -352,9 +355,13 @@ impl Sim {
                 } = m
                 {
                     *packet = self.pool.release(on_wire.pkt);
+                    earliest = earliest.min(on_wire.arrive.0);
+                } else if let Some(at) = m.earliest(end) {
+                    earliest = earliest.min(at);
                 }
             }
         }
+        earliest
     }
 
     /// After an event, in a partition: logs its change to the packets alive.
@@ -870,20 +877,15 @@ pub fn run(
                             windows.fetch_add(1, Ordering::Relaxed);
                         }
                         sim.part.as_deref_mut().expect("a partition").window_end = end;
-                        sim.copy_handed();
                         // The earliest event after the window, with those its mail makes
                         // at the far end: a packet's arrival, an event under its key,
-                        // credits coming back (no earlier than the window's end).
-                        next = next_time(&sim.q);
+                        // credits coming back (no earlier than the window's end), found
+                        // as the handed packets are copied (nothing is mailed after).
+                        next = next_time(&sim.q).min(sim.copy_handed(end));
                         let nb = meeting % 2;
                         let part = sim.part.as_deref_mut().expect("a partition");
                         for (to, out) in part.outbox.iter_mut().enumerate() {
                             if !out.is_empty() {
-                                for msg in out.iter() {
-                                    if let Some(at) = msg.earliest(end) {
-                                        next = next.min(at);
-                                    }
-                                }
                                 let mut mail = lock(&shared.mail[nb][to][m]);
                                 mail.0.append(out);
                                 mail.1.append(&mut part.side_out[to]);
