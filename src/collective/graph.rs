@@ -143,7 +143,8 @@ impl GraphRun {
     /// transfers landing at the ranks `here` marks, those it sees land. Their
     /// successors are sent from where they land (`deps_land_at_sender`, which a tree
     /// keeps), so every dependency a rank's transfer waits for is counted where the rank
-    /// is; the partitions' meeting decides when all are done.
+    /// is; the partitions' meeting decides when all are done. Kept by `reset` (a new
+    /// iteration of the same graph).
     pub fn land_here(&mut self, here: impl Fn(u32) -> bool) {
         let mut total = 0;
         for g in &mut self.channels {

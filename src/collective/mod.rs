@@ -630,16 +630,15 @@ impl CollectiveRun {
                     .collect();
                 let chunk_elems = (self.chunk_bytes() / ELEMENT_BYTES).max(1);
                 self.graph = self.build_graph(&per_channel, chunk_elems);
+                if let Some(sh) = self.share.as_mut() {
+                    // A split run's copy counts the transfers landing at its ranks
+                    // (`share`), for every iteration of this size's graph.
+                    sh.unsound = !self.graph.deps_land_at_sender();
+                    let owned = &sh.owned;
+                    self.graph.land_here(|p| owned[p as usize]);
+                }
             } else {
                 self.graph.reset();
-            }
-            if let Some(sh) = self.share.as_mut() {
-                // A split run's copy counts the transfers landing at its ranks (`share`).
-                if self.iteration == 0 {
-                    sh.unsound = !self.graph.deps_land_at_sender();
-                }
-                let owned = &sh.owned;
-                self.graph.land_here(|p| owned[p as usize]);
             }
             // NVLSTree's steps are booked per iteration (chunk numbers start again).
             self.scatter_steps.iter_mut().for_each(Vec::clear);

@@ -60,8 +60,8 @@
 //! series is taken by each partition for what it owns and put together at the end
 //! (`sampler`).
 //!
-//! Ring and tree collectives split by rank, a rank in its host's partition, with each server's
-//! NICs in one partition (`Plan::servers_whole`): transfer records copied to the
+//! Ring and tree collectives split by rank, a rank in its host's partition, with each
+//! server's NICs in one partition (`Plan::servers_whole`): transfer records copied to the
 //! receiver's partition, clear-to-sends sent as events, iterations ended at the meetings
 //! and the records numbered and retired there (`parallel_coll`, `parallel_retire`).
 //!
@@ -69,10 +69,10 @@
 //! RDMA READ, a receive-posting delay shorter than the
 //! lookahead (a longer one is told to the responder's partition, `Msg::RecvPost`),
 //! collectives other than rings and trees (hierarchical, NVLSTree, in-network, and
-//! `auto` where NCCL's tuner picks one of those for a size), collectives over raw packets, fewer servers
-//! than partitions where no grouping of leaves keeps them whole (else the servers go to
-//! the partitions with their NICs placed apart from their leaves:
-//! `Plan::servers_apart`), training jobs, a
+//! `auto` where NCCL's tuner picks one of those for a size), collectives over raw
+//! packets, fewer servers than partitions where no grouping of leaves keeps them whole
+//! (else the servers go to the partitions with their NICs placed apart from their
+//! leaves: `Plan::servers_apart`), training jobs, a
 //! flow that waits on one landing at another host, a fabric of one leaf or one spine.
 //! A run that the livelock check, the watchdog or the memory budget stops in any
 //! partition, or in which a switch port's credit wake-ups cannot be made one thread's

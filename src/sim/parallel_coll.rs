@@ -34,9 +34,9 @@
 //! waits only for what lands at its sender, so no dependency crosses partitions.
 //!
 //! Leaves out (such runs go on one thread: `parallel::unsupported`): the other graph
-//! algorithms (hierarchical, NVLSTree, in-network), raw packets, training jobs, and fewer servers than partitions where no grouping of
-//! leaves keeps them whole (with more, their NICs are placed apart from their leaves:
-//! `Plan::servers_apart`).
+//! algorithms (hierarchical, NVLSTree, in-network), raw packets, training jobs, and
+//! fewer servers than partitions where no grouping of leaves keeps them whole (with
+//! more, their NICs are placed apart from their leaves: `Plan::servers_apart`).
 
 use super::parallel::Msg;
 use super::partition::Plan;
@@ -113,13 +113,12 @@ impl Sim {
     /// receiver's partition, if another, a copy.
     pub(super) fn share_transfer(&mut self, id: FlowId, run: u32, xfer: u32, src_rank: u32) {
         let key = self.q.current_key();
-        let graph = self.colls[run as usize].is_graph();
         let Some(part) = self.part.as_deref_mut() else {
             return;
         };
         // One thread makes a wake-up's transfers rank by rank (a ring's), or in the
         // graph's order (a tree's roots, by their place in it).
-        let sub = match (part.coll_wake, graph) {
+        let sub = match (part.coll_wake, self.colls[run as usize].is_graph()) {
             (false, _) => 0,
             (true, false) => src_rank + 1,
             (true, true) => xfer + 1,

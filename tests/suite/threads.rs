@@ -173,6 +173,18 @@ fn same_bytes_at_1_2_3_env(
     [perfs.remove(0), perfs.remove(0)]
 }
 
+/// The split tests' fabric of `leaves` leaves, 4 spines and 4 hosts a leaf (100 Gb/s, 1 us
+/// host links, 700 ns fabric links, 1 MiB switch buffers, 1000-byte MTU) named `name`:
+/// the scenario's lines before its host model and workload.
+fn fabric_yaml(name: &str, leaves: u32) -> String {
+    format!(
+        "name: {name}\nseed: 3\ntopology:\n  leaves: {leaves}\n  spines: 4\n  hosts_per_leaf: 4\n  \
+         host_link: {{ rate: 100Gbps, latency: 1us }}\n  \
+         fabric_link: {{ rate: 100Gbps, latency: 700ns }}\n\
+         switch: {{ latency: 300ns, buffer: 1MiB }}\npacket: {{ mtu: 1000B }}\n"
+    )
+}
+
 /// The small fabric the split tests share (4 leaves, 4 spines, 4 hosts each; a
 /// permutation, an incast into host 5 and Poisson web-search arrivals), written as
 /// `name.yaml`; `extra` goes after its workload's items (more items, then settings).
@@ -180,13 +192,11 @@ fn small_fabric(name: &str, extra: &str) -> (PathBuf, PathBuf) {
     scenario_file(
         name,
         &format!(
-            "name: {name}\nseed: 3\ntopology:\n  leaves: 4\n  spines: 4\n  hosts_per_leaf: 4\n  \
-             host_link: {{ rate: 100Gbps, latency: 1us }}\n  \
-             fabric_link: {{ rate: 100Gbps, latency: 700ns }}\n\
-             switch: {{ latency: 300ns, buffer: 1MiB }}\npacket: {{ mtu: 1000B }}\nworkload:\n  \
+            "{}workload:\n  \
              - permutation: {{ size: 300KB }}\n  \
              - incast: {{ senders: 6, receiver: 5, size: 200KB, start: 20us }}\n  \
-             - poisson: {{ load: 0.4, sizes: websearch, until: 150us }}\n{extra}"
+             - poisson: {{ load: 0.4, sizes: websearch, until: 150us }}\n{extra}",
+            fabric_yaml(name, 4)
         ),
     )
 }
@@ -364,6 +374,23 @@ fn host_pipelines_write_the_same_bytes_on_1_2_and_3_threads() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Transfer records retired as early as they can be: sweeps at nearly every pair of
+/// meetings.
+const SWEEP_EARLY: [(&str, &str); 1] = [("DOORBELL_SWEEP_MIN", "1")];
+
+/// Each case of `scenario` is split (perf.json says 2, then 3) with the same bytes at 1,
+/// 2 and 3 threads, its transfer records retired as early as they can be.
+fn each_splits_retiring_early(scenario: &Path, cases: &[(&str, &[&str])]) {
+    for &(name, set) in cases {
+        let [two, three] = same_bytes_at_1_2_3_env(name, scenario, set, &SWEEP_EARLY);
+        assert_eq!(
+            (two, three),
+            (vec!["2".to_string()], vec!["3".to_string()]),
+            "{name}"
+        );
+    }
+}
+
 /// 12 leaves of 4 NIC ports holding 12 servers of 4 GPUs and 4 NICs, rail-wired, with
 /// the host model (NCCL's proxy posting, GPU memory), written as `name.yaml`; `workload`
 /// is its workload's items.
@@ -371,12 +398,9 @@ fn rail_servers(name: &str, workload: &str) -> (PathBuf, PathBuf) {
     scenario_file(
         name,
         &format!(
-            "name: {name}\nseed: 3\ntopology:\n  leaves: 12\n  spines: 4\n  hosts_per_leaf: 4\n  \
-             host_link: {{ rate: 100Gbps, latency: 1us }}\n  \
-             fabric_link: {{ rate: 100Gbps, latency: 700ns }}\n\
-             switch: {{ latency: 300ns, buffer: 1MiB }}\npacket: {{ mtu: 1000B }}\n\
-             host: {{ gpus_per_host: 4, nics_per_host: 4, wiring: rail, posting: cpu_proxy, \
-             memory: gpu }}\nworkload:\n{workload}"
+            "{}host: {{ gpus_per_host: 4, nics_per_host: 4, wiring: rail, posting: cpu_proxy, \
+             memory: gpu }}\nworkload:\n{workload}",
+            fabric_yaml(name, 12)
         ),
     )
 }
@@ -478,15 +502,7 @@ fn ring_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
             ],
         ),
     ];
-    let sweep = [("DOORBELL_SWEEP_MIN", "1")];
-    for (name, set) in cases {
-        let [two, three] = same_bytes_at_1_2_3_env(name, &sc, set, &sweep);
-        assert_eq!(
-            (two, three),
-            (vec!["2".to_string()], vec!["3".to_string()]),
-            "{name}"
-        );
-    }
+    each_splits_retiring_early(&sc, &cases);
     let [two, three] = same_bytes_at_1_2_3("coll-default", &sc, &[]);
     assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     // With `--flows`, a row per transfer, numbered as one thread numbers them (the
@@ -535,21 +551,13 @@ fn tree_collectives_write_the_same_bytes_on_1_2_and_3_threads() {
         ("tree-qps", &["workload[3].collective.qps_per_connection=2"]),
         ("tree-auto", &["workload[3].collective.algorithm=auto"]),
     ];
-    let sweep = [("DOORBELL_SWEEP_MIN", "1")];
-    for (name, set) in cases {
-        let [two, three] = same_bytes_at_1_2_3_env(name, &sc, set, &sweep);
-        assert_eq!(
-            (two, three),
-            (vec!["2".to_string()], vec!["3".to_string()]),
-            "{name}"
-        );
-    }
+    each_splits_retiring_early(&sc, &cases);
     let (hdir, hsc) = rail_servers(
         "htree",
         "  - collective: { op: allreduce, algorithm: tree, size: 1MiB, iters: 2, \
          warmup_iters: 1, channels: 2 }\n",
     );
-    let [two, three] = same_bytes_at_1_2_3_env("htree", &hsc, &[], &sweep);
+    let [two, three] = same_bytes_at_1_2_3_env("htree", &hsc, &[], &SWEEP_EARLY);
     assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     // With `--flows`, a row per transfer, numbered as one thread numbers them: a wake-up's
     // roots by their place in the graph (tried: numbered by their sender, as a ring's
@@ -596,21 +604,14 @@ fn ring_collectives_with_the_host_model_split_by_server() {
             &["workload[0].collective.qps_per_connection=2"],
         ),
     ];
-    let sweep = [("DOORBELL_SWEEP_MIN", "1")];
-    for (name, set) in cases {
-        let [two, three] = same_bytes_at_1_2_3_env(name, &sc, set, &sweep);
-        assert_eq!(
-            (two, three),
-            (vec!["2".to_string()], vec!["3".to_string()]),
-            "{name}"
-        );
-    }
-    let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart", &sc, &["topology.leaves=4"], &sweep);
+    each_splits_retiring_early(&sc, &cases);
+    let [two, three] =
+        same_bytes_at_1_2_3_env("hcoll-apart", &sc, &["topology.leaves=4"], &SWEEP_EARLY);
     assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     // Host links shorter than the fabric's: the NICs apart narrow the windows to 500 ns
     // (on one thread until stop 58).
     let short = ["topology.leaves=4", "topology.host_link.latency=500ns"];
-    let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart-short", &sc, &short, &sweep);
+    let [two, three] = same_bytes_at_1_2_3_env("hcoll-apart-short", &sc, &short, &SWEEP_EARLY);
     assert_eq!((two, three), (vec!["2".to_string()], vec!["3".to_string()]));
     let d = tmpdir("hcoll-4");
     // Fewer servers (4 of 4 GPUs on 4 leaves) than the partitions asked for.
