@@ -24,10 +24,12 @@
 //! with the fabric, not with the packets in flight.
 
 use crate::units::SimTime;
+use network::{sort_16, sort_32, sort_8};
 use packed::Packed;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+mod network;
 mod packed;
 
 /// Index of a port (one direction of a link) in the fabric's port arena.
@@ -239,7 +241,16 @@ impl Ord for Entry {
 /// sorted by counting each event's rank, without a branch on the keys
 /// (`sort_due_by_rank`): websearch-128 0.957x the wall time (10 pairs, 0.924-0.981, both
 /// builds at once, one per core, start order alternating), permutation-8192 0.98x (4
-/// pairs, within the noise). On a 1,024-GPU ring of 4 KiB pieces 40% of the events (the
+/// pairs, within the noise). Up to 32 events, a sorting network now does it (Batcher's,
+/// `network`: 19, 63 or 191 comparators, each a minimum and a maximum in registers,
+/// where ranking 12 events takes 144 comparisons through memory): websearch-128 0.972x
+/// the user time on one thread (6 pinned rounds, each faster) and 0.988x the wall time
+/// with `--threads 2` (8 alternating pairs), permutation-8192 0.998x, a 512-GPU ring
+/// 1.007x and 1.016x (6 and 4 rounds, within the noise); a network of 64 for 33-63
+/// events measured 1.009x on websearch-128 and was not kept, nor the same networks
+/// looped over a table of comparators (1.003x the rank sort: places through memory), nor
+/// a radix sort of the large refills' proxies (1.012x on the ring, 0.999x on
+/// permutation-8192). On a 1,024-GPU ring of 4 KiB pieces 40% of the events (the
 /// host pipeline's stages, 1-5 us ahead) went to the radix heap, which moved each 4.4 times
 /// between its buckets before it reached the wheel (426 M moves for 96 M events: `far_base`
 /// trails the wheel, so a new event's bit of difference is high); the second wheel moves
@@ -313,7 +324,7 @@ pub struct EventQueue {
     /// 480 KiB for permutation-8192's 12,415 events).
     proxy: Vec<u64>,
     gathered: Vec<Entry>,
-    /// Scratch for `sort_due_by_rank`: it becomes `due`, and `due`'s vector becomes it,
+    /// Scratch for `sort_due_small`: it becomes `due`, and `due`'s vector becomes it,
     /// so small allocations rotate through it and the slots (which keep at most
     /// `SLOT_KEEP` events' worth) while `gathered` keeps the large one.
     ranked: Vec<Entry>,
@@ -384,8 +395,9 @@ const SLOT_KEEP: usize = 256;
 /// (`sort_due_by_proxy`).
 const PROXY_SORT_MIN: usize = 64;
 
-/// Refills of at most this many events are sorted by counting ranks (`sort_due_by_rank`):
-/// n comparisons per event. On websearch-128, against std's sort, 12 measured 1.02x the
+/// Refills of at most this many events are sorted without a branch on the keys
+/// (`sort_due_small`): up to 32 by a sorting network, the rest by counting ranks, n
+/// comparisons per event. On websearch-128, against std's sort, 12 measured 1.02x the
 /// wall time (6 pairs, noisy), 24 0.985x, 40 0.97x; 64 was 1.035x of 40, 32 1.02x of 40;
 /// ranking on the `u64` proxies instead of the keys 0.99x of that.
 const RANK_SORT_MOST: usize = 40;
@@ -756,7 +768,7 @@ impl EventQueue {
         self.slot_min[j] = u64::MAX;
         // Earliest key last, so that pops take from the end.
         if self.due.len() <= RANK_SORT_MOST {
-            self.sort_due_by_rank();
+            self.sort_due_small();
         } else if self.due.len() >= PROXY_SORT_MIN && self.due.len() < 1 << PROXY_INDEX_BITS {
             self.sort_due_by_proxy();
         } else {
@@ -766,17 +778,25 @@ impl EventQueue {
     }
 
     /// Sorts a small `due` (all in `base`'s tick), earliest key last, without a branch
-    /// on the keys: each event's place is the number of greater proxies among the
-    /// others (the proxies of `sort_due_by_proxy`, distinct by their place in `due`),
-    /// and the events are put in their places in `ranked`. Events of one source at one
-    /// time keep the order they were pushed in, which is their keys' unless a key was
-    /// reserved early; `settle_by_key` puts those right.
-    fn sort_due_by_rank(&mut self) {
+    /// on the keys: up to 32 events by the smallest sorting network that holds them
+    /// (`sort_due_by_network`); more by rank, each event's place being the number of
+    /// greater proxies among the others (the proxies of `sort_due_by_proxy`, distinct by
+    /// their place in `due`), the events put in their places in `ranked`. Events of one
+    /// source at one time keep the order they were pushed in, which is their keys'
+    /// unless a key was reserved early; `settle_by_key` puts those right.
+    fn sort_due_small(&mut self) {
         let n = self.due.len();
         if n < 2 {
             return;
         }
         let start = self.base << TICK_SHIFT;
+        if n <= 8 {
+            return self.sort_due_by_network(start, sort_8);
+        } else if n <= 16 {
+            return self.sort_due_by_network(start, sort_16);
+        } else if n <= 32 {
+            return self.sort_due_by_network(start, sort_32);
+        }
         let mut proxy = [0u64; RANK_SORT_MOST];
         for (i, e) in self.due.iter().enumerate() {
             proxy[i] = proxy_of(e, i, start);
@@ -788,6 +808,29 @@ impl EventQueue {
             let place: usize = proxy.iter().map(|&o| (o > p) as usize).sum();
             self.ranked[place] = self.due[i];
         }
+        std::mem::swap(&mut self.due, &mut self.ranked);
+        self.settle_by_key();
+    }
+
+    /// Sorts a small `due` (all in `base`'s tick, at most `N` events), earliest key
+    /// last, by a sorting network (`sort`) over the proxies of `sort_due_by_proxy`,
+    /// padded with values greater than any proxy; then as the rank sort of `sort_due_small`.
+    #[inline(always)]
+    fn sort_due_by_network<const N: usize>(&mut self, start: u64, sort: fn(&mut [u64; N])) {
+        let n = self.due.len();
+        let mut p = [u64::MAX; N];
+        for (i, e) in self.due.iter().enumerate() {
+            p[i] = proxy_of(e, i, start);
+        }
+        sort(&mut p);
+        self.ranked.clear();
+        let due = &self.due;
+        self.ranked.extend(
+            p[..n]
+                .iter()
+                .rev()
+                .map(|&x| due[(x & ((1 << PROXY_INDEX_BITS) - 1)) as usize]),
+        );
         std::mem::swap(&mut self.due, &mut self.ranked);
         self.settle_by_key();
     }

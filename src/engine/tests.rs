@@ -1,7 +1,8 @@
 //! The event queue's order: by time, then source, then each source's own order, for
 //! every way events reach it (the two wheels, the far heap, the tick being handled,
-//! reserved keys) and every way a refill is sorted (rank, comparison, proxies).
+//! reserved keys) and every way a refill is sorted (networks, rank, comparison, proxies).
 
+use super::network::{NETWORK_16, NETWORK_32, NETWORK_8};
 use super::*;
 
 /// The next state of Marsaglia's xorshift64 (the tests' pseudo-random stream).
@@ -367,7 +368,8 @@ fn crowds_on_the_second_wheel_pop_in_key_order_and_reuse_their_allocations() {
 
 #[test]
 fn small_ticks_pop_in_key_order() {
-    // Ticks of 2 to 40 events (sorted by rank), a few sources at a few exact times
+    // Ticks of 2 to 40 events (sorted by networks of 8, 16 and 32 places, and by rank
+    // beyond), a few sources at a few exact times
     // each, a quarter of them under keys reserved before later ones of their source
     // and scheduled after them (pushed out of their keys' order: the insertion pass by
     // the whole key must put them right). Each pop must be the least pending key.
@@ -400,8 +402,110 @@ fn small_ticks_pop_in_key_order() {
         sizes.insert(q.due.len() + 1);
     }
     r.drain(&mut q);
-    // Refills of many sizes up to the rank sort's threshold.
-    assert!(sizes.range(20..=RANK_SORT_MOST).count() > 10, "{sizes:?}");
+    // Refills of many sizes in each network's range and up to the rank sort's
+    // threshold.
+    for (least, most) in [(2, 8), (9, 16), (17, 32), (33, RANK_SORT_MOST)] {
+        assert!(
+            sizes.range(least..=most).count() > (most - least) / 2,
+            "{sizes:?}"
+        );
+    }
+}
+
+/// Batcher's odd-even merge sort of `n` places (a power of two), as its comparators in
+/// order (Knuth, TAOCP vol. 3, 5.3.4, exercise 32's construction).
+fn batcher(n: usize) -> Vec<(usize, usize)> {
+    fn merge(lo: usize, hi: usize, r: usize, out: &mut Vec<(usize, usize)>) {
+        let step = 2 * r;
+        if step < hi - lo {
+            merge(lo, hi, step, out);
+            merge(lo + r, hi, step, out);
+            out.extend((lo + r..hi - r).step_by(step).map(|i| (i, i + r)));
+        } else {
+            out.push((lo, lo + r));
+        }
+    }
+    fn sort(lo: usize, hi: usize, out: &mut Vec<(usize, usize)>) {
+        if hi > lo {
+            let mid = lo + (hi - lo) / 2;
+            sort(lo, mid, out);
+            sort(mid + 1, hi, out);
+            merge(lo, hi, 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    sort(0, n - 1, &mut out);
+    out
+}
+
+#[test]
+fn the_small_ticks_sorting_networks_sort() {
+    // The written-out networks are Batcher's (19, 63 and 191 comparators)...
+    for (net, n, size) in [
+        (NETWORK_8, 8, 19),
+        (NETWORK_16, 16, 63),
+        (NETWORK_32, 32, 191),
+    ] {
+        assert_eq!(net, batcher(n).as_slice(), "{n} places");
+        assert_eq!(net.len(), size);
+    }
+    // ...and Batcher's construction sorts: every input of zeros and ones for 8 and 16
+    // places (the zero-one principle: a network that sorts those sorts everything),
+    // and random inputs with ties for 32.
+    let apply = |net: &[(usize, usize)], v: &mut [u64]| {
+        for &(i, j) in net {
+            let (a, b) = (v[i], v[j]);
+            (v[i], v[j]) = (a.min(b), a.max(b));
+        }
+    };
+    for n in [8usize, 16] {
+        let net = batcher(n);
+        for bits in 0u32..1 << n {
+            let mut v: Vec<u64> = (0..n).map(|i| (bits >> i) as u64 & 1).collect();
+            apply(&net, &mut v);
+            assert!(v.windows(2).all(|w| w[0] <= w[1]), "{n} places, {bits:b}");
+        }
+    }
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..20_000 {
+        let mut v: Vec<u64> = (0..32)
+            .map(|_| {
+                xorshift(&mut x);
+                x % 40
+            })
+            .collect();
+        let mut sorted = v.clone();
+        sorted.sort_unstable();
+        apply(NETWORK_32, &mut v);
+        assert_eq!(v, sorted);
+    }
+    // The queue's own copies (`sort_8`, `sort_16`, `sort_32`) sort what `apply` sorts,
+    // padded as the queue pads them.
+    for n in [3usize, 8, 11, 16, 29, 32] {
+        xorshift(&mut x);
+        let v: Vec<u64> = (0..n)
+            .map(|i| (x.rotate_left(i as u32 * 5) % 50) << 8 | i as u64)
+            .collect();
+        let mut want = v.clone();
+        want.sort_unstable();
+        let got: Vec<u64> = if n <= 8 {
+            let mut p = [u64::MAX; 8];
+            p[..n].copy_from_slice(&v);
+            sort_8(&mut p);
+            p[..n].to_vec()
+        } else if n <= 16 {
+            let mut p = [u64::MAX; 16];
+            p[..n].copy_from_slice(&v);
+            sort_16(&mut p);
+            p[..n].to_vec()
+        } else {
+            let mut p = [u64::MAX; 32];
+            p[..n].copy_from_slice(&v);
+            sort_32(&mut p);
+            p[..n].to_vec()
+        };
+        assert_eq!(got, want, "{n} values");
+    }
 }
 
 #[test]
