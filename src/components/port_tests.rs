@@ -344,3 +344,45 @@ fn batched_depth_indices_make_the_recorded_histogram() {
     p.flush_stats();
     assert_eq!(p.queue_histogram().unwrap().len(), 100);
 }
+
+/// A packet's serialization time is one multiplication where the link's rate makes a
+/// byte a whole number of picoseconds, and the division otherwise: the same end either
+/// way, to the picosecond, for every packet size up to a jumbo frame.
+#[test]
+fn serialization_takes_whole_picoseconds_per_byte_or_divides() {
+    let gbps = |g: u64| BitsPerSec(g * 1_000_000_000);
+    // (rate, its picoseconds per byte when whole): 100 Gb/s is 80 ps a byte; 3 Gb/s
+    // (2,666.67) and 3.2 Tb/s (2.5) are not whole, so they divide.
+    let cases = [
+        (gbps(25), 320),
+        (gbps(100), 80),
+        (gbps(400), 20),
+        (gbps(800), 10),
+        (gbps(3), 0),
+        (gbps(3_200), 0),
+        (BitsPerSec(1_000), 0), // 8e9 ps a byte: more than 32 bits hold
+    ];
+    for (rate, whole) in cases {
+        let mut p = EgressPort::new(
+            Tier::LeafToSpine,
+            LinkParams {
+                rate,
+                latency: SimDuration::from_ns(1000),
+            },
+            Some(0),
+            Node::Switch(1),
+            1 << 20,
+        );
+        assert_eq!(p.ps_per_byte, whole, "{rate:?}");
+        for wire in (1..=9_216u32).step_by(7) {
+            let start = SimTime(1_234_567);
+            let tx = p.transmit(q(1, wire, 0, true), start);
+            assert_eq!(
+                tx.end,
+                start + serialization_delay(wire as u64, rate),
+                "{rate:?} {wire} B"
+            );
+            p.in_service = None;
+        }
+    }
+}
