@@ -238,8 +238,8 @@ impl Ord for Entry {
 /// 0.95x, but websearch-128 1.00x and 1.035x. Small refills went to std's insertion
 /// sort, whose branches on the keys the CPU cannot guess: with the other small sorts,
 /// 10.8% of websearch-128's run (perf). A refill of up to `RANK_SORT_MOST` events is now
-/// sorted by counting each event's rank, without a branch on the keys
-/// (`sort_due_by_rank`): websearch-128 0.957x the wall time (10 pairs, 0.924-0.981, both
+/// sorted by counting each event's rank, without a branch on the keys (then
+/// `sort_due_by_rank`, now the rank half of `sort_due_small`): websearch-128 0.957x the wall time (10 pairs, 0.924-0.981, both
 /// builds at once, one per core, start order alternating), permutation-8192 0.98x (4
 /// pairs, within the noise). Up to 32 events, a sorting network now does it (Batcher's,
 /// `network`: 19, 63 or 191 comparators, each a minimum and a maximum in registers,
