@@ -210,6 +210,30 @@ pub fn serialization_delay(bytes: u64, rate: BitsPerSec) -> SimDuration {
     SimDuration(num.div_ceil(r) as u64)
 }
 
+/// Picoseconds a byte takes at `rate` when that is a whole number that fits 32 bits
+/// (every rate that divides 8 Tb/s: 25, 50, 100, 200, 400, 800 Gb/s), else 0: kept
+/// beside a link's rate so that a packet's serialization time is one multiplication
+/// ([`serialization_delay_at`]).
+pub fn whole_ps_per_byte(rate: BitsPerSec) -> u32 {
+    let bits = 8 * PS_PER_SEC;
+    if rate.0 > 0 && bits % rate.0 == 0 {
+        u32::try_from(bits / rate.0).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// [`serialization_delay`] at `rate`, whose [`whole_ps_per_byte`] is `ps_per_byte`:
+/// the same time, by a multiplication when that is not 0.
+#[inline(always)]
+pub fn serialization_delay_at(bytes: u64, rate: BitsPerSec, ps_per_byte: u32) -> SimDuration {
+    if ps_per_byte != 0 {
+        SimDuration(bytes * ps_per_byte as u64)
+    } else {
+        serialization_delay(bytes, rate)
+    }
+}
+
 /// Why a unit string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitError {

@@ -38,7 +38,9 @@ use crate::cc::HopTelemetry;
 use crate::engine::PktId;
 use crate::packet::RouteInfo;
 use crate::topology::{LinkParams, Node, Tier};
-use crate::units::{serialization_delay, BitsPerSec, SimDuration, SimTime, PS_PER_SEC};
+use crate::units::{
+    serialization_delay, serialization_delay_at, whole_ps_per_byte, SimDuration, SimTime,
+};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -163,9 +165,8 @@ pub struct EgressPort {
     /// An event is scheduled for the first of `returning`.
     credit_wake: bool,
     queue_batch_len: u8,
-    /// Picoseconds a byte takes at the link's rate when that is a whole number (every
-    /// rate that divides 8 Tb/s: 25, 50, 100, 200, 400, 800 Gb/s), else 0: a packet's
-    /// serialization time is then one multiplication, not a division (`transmit`).
+    /// `units::whole_ps_per_byte` of the link's rate: a packet's serialization time is
+    /// one multiplication, not a division, where it is not 0 (`transmit`).
     ps_per_byte: u32,
     // ---- lines 3-4: queue-depth statistics, credits on their way back ----
     /// Sum of queue depths seen by arriving packets (for the mean).
@@ -198,17 +199,6 @@ pub struct EgressPort {
     pub drops: [u64; 3],
     pub drop_bytes: u64,
     pub ecn_marked: u64,
-}
-
-/// Picoseconds a byte takes at `rate` when that is a whole number that fits 32 bits,
-/// else 0 (`EgressPort::ps_per_byte`).
-fn whole_ps_per_byte(rate: BitsPerSec) -> u32 {
-    let bits = 8 * PS_PER_SEC;
-    if rate.0 > 0 && bits % rate.0 == 0 {
-        u32::try_from(bits / rate.0).unwrap_or(0)
-    } else {
-        0
-    }
 }
 
 /// Queue-depth samples a port batches before it records them.
@@ -595,12 +585,7 @@ impl EgressPort {
                 }
             }
         }
-        let end = start
-            + if self.ps_per_byte != 0 {
-                SimDuration(wire * self.ps_per_byte as u64)
-            } else {
-                serialization_delay(wire, self.link.rate)
-            };
+        let end = start + serialization_delay_at(wire, self.link.rate, self.ps_per_byte);
         debug_assert_eq!(end, start + serialization_delay(wire, self.link.rate));
         self.in_service = Some(Sent {
             wire,

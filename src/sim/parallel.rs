@@ -355,8 +355,8 @@ impl Sim {
                 } = m
                 {
                     *packet = self.pool.release(on_wire.pkt);
-                    earliest = earliest.min(on_wire.arrive.0);
-                } else if let Some(at) = m.earliest(end) {
+                }
+                if let Some(at) = m.earliest(end) {
                     earliest = earliest.min(at);
                 }
             }
