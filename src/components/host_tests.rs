@@ -339,3 +339,154 @@ fn staged_gpu_memory_copies_at_pcie_bandwidth_before_and_after() {
         )]
     );
 }
+
+/// Posts `msgs` (message, time) in time order between the pipeline's wake-ups (a post
+/// before a wake-up at the same time) and runs everything due by `until`; returns each
+/// `Ready` with its time.
+fn drive_posts(
+    p: &mut HostPipeline,
+    posts: &[(FlowId, SimTime)],
+    until: SimTime,
+) -> Vec<(SimTime, FlowId)> {
+    let mut heap = BinaryHeap::new();
+    let mut seq = 0u64;
+    for &(f, at) in posts {
+        heap.push(Reverse((at, seq, None, f)));
+        seq += 1;
+    }
+    let mut ready = Vec::new();
+    while let Some(Reverse((now, _, wake, f))) = heap.pop() {
+        if now > until {
+            break;
+        }
+        let mut out = Vec::new();
+        match wake {
+            None => p.post(now, f, &mut out),
+            Some(WakeKey(w)) => {
+                p.handle_wake(now, w, &mut out);
+            }
+        }
+        for a in out {
+            match a {
+                HostAction::Wake { at, wake, .. } => {
+                    assert!(at >= now, "a wake-up in the past");
+                    heap.push(Reverse((at, seq, Some(WakeKey(wake)), 0)));
+                    seq += 1;
+                }
+                HostAction::Ready { flow } => ready.push((now, flow)),
+                HostAction::Done { .. } => {}
+            }
+        }
+    }
+    ready
+}
+
+/// With one posting context and a doorbell a WQE, the posting computed at the hand-off
+/// (`host_posting.rs`) gives every message the stepped posting's timestamps and ready
+/// time, and every NIC its counts (doorbells, PCIe bytes, CPU time, activity span): in
+/// each posting mode, with host and (staged or direct) GPU memory, for messages posted
+/// in bursts and alone on four NICs, whether the run goes to the end or stops while
+/// contexts are busy (`settle_posting` then counts what the steps had reached).
+#[test]
+fn folded_posting_matches_the_stepped_posting() {
+    let mut x = 0x9e37_79b9_u64;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut folded_somewhere = false;
+    for mode in [
+        PostingMode::Cpu,
+        PostingMode::CpuGdr,
+        PostingMode::CpuProxy,
+        PostingMode::Gpu,
+    ] {
+        for memory in [MemoryKind::Host, MemoryKind::Gpu] {
+            let mut c = cfg();
+            c.posting = mode;
+            c.memory_source = memory;
+            c.memory_destination = memory;
+            c.gpu_posting_threads = 1;
+            c.inline_max = 64;
+            if c.data_path(0, mode, memory).is_err() {
+                continue;
+            }
+            let msgs: Vec<Message> = (0..60)
+                .map(|i| Message {
+                    src: (i % 4) as u32,
+                    dst: ((i + 1) % 4) as u32,
+                    size: [0, 64, 4096, 1 << 20][next(4) as usize],
+                    workload: 0,
+                })
+                .collect();
+            // Bursts of posts at the same picosecond, and posts spread over 20 us.
+            let mut posts: Vec<(FlowId, SimTime)> = (0..60)
+                .map(|f| {
+                    let t = if next(3) == 0 {
+                        1_000_000
+                    } else {
+                        next(20_000_000)
+                    };
+                    (f as FlowId, SimTime(t))
+                })
+                .collect();
+            posts.sort_by_key(|&(f, t)| (t, f));
+            for until in [SimTime(u64::MAX), SimTime(3_000_000), SimTime(9_500_000)] {
+                let mut stepped = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
+                stepped.fold_posting = false;
+                let mut folded = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
+                assert!(folded.folds_posting(mode));
+                folded_somewhere = true;
+                let a = drive_posts(&mut stepped, &posts, until);
+                let b = drive_posts(&mut folded, &posts, until);
+                if until != SimTime(u64::MAX) {
+                    folded.settle_posting(until);
+                } else {
+                    assert_eq!(a.len(), 60, "{mode:?} {memory:?}: every message ready");
+                }
+                let what = format!("{mode:?}, {memory:?} memory, until {until}");
+                let mut a_sorted = a.clone();
+                a_sorted.sort();
+                let mut b_sorted = b;
+                b_sorted.sort();
+                assert_eq!(a_sorted, b_sorted, "{what}: ready times");
+                for f in 0..60 {
+                    assert_eq!(stepped.msgs[f].t, folded.msgs[f].t, "{what}: message {f}");
+                }
+                for n in 0..4 {
+                    assert_eq!(
+                        format!("{:?}", stepped.nics[n].stats),
+                        format!("{:?}", folded.nics[n].stats),
+                        "{what}: NIC {n}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(folded_somewhere);
+    // A run that stops on a step's edge: at the WQE's end its doorbell write has begun
+    // (its CPU time counted), at the ring the doorbell is counted, a picosecond before
+    // neither.
+    let c = cfg();
+    let (build, mmio) = (c.costs.wqe_build.0, c.costs.doorbell_mmio.0);
+    for until in [build - 1, build, build + mmio - 1, build + mmio] {
+        let mut stepped = pipeline(&c, &[msg(4096)]);
+        stepped.fold_posting = false;
+        let mut folded = pipeline(&c, &[msg(4096)]);
+        drive_posts(&mut stepped, &[(0, SimTime::ZERO)], SimTime(until));
+        drive_posts(&mut folded, &[(0, SimTime::ZERO)], SimTime(until));
+        folded.settle_posting(SimTime(until));
+        assert_eq!(stepped.msgs[0].t, folded.msgs[0].t, "until {until}");
+        let (s, f) = (&stepped.nics[0].stats, &folded.nics[0].stats);
+        assert_eq!(format!("{s:?}"), format!("{f:?}"), "until {until}");
+        let want = if until < build { build } else { build + mmio };
+        assert_eq!(f.cpu_ps[CPU_POSTING], want, "until {until}");
+        assert_eq!(
+            f.doorbells,
+            u64::from(until == build + mmio),
+            "until {until}"
+        );
+    }
+}

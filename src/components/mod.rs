@@ -7,7 +7,7 @@
 //! | ingress | `ingress.rs` | per-link buffer accounting at the receiving switch, PFC Xoff/Xon/refresh, credit return |
 //! | switch | `switch.rs` | the shared buffer, admission (dynamic threshold, port limit), forwarding latency |
 //! | NIC | `nic.rs` | the send scheduler over a host's jobs (round robin), its control queue |
-//! | host pipeline | `host.rs` | each NIC's side of its server: posting threads, doorbells and batches, WQE fetch and DMA read slots, the send engine, payload DMA pacing, completions, interrupt moderation, staging copies |
+//! | host pipeline | `host.rs` | each NIC's side of its server: posting threads, doorbells and batches, WQE fetch and DMA read slots, the send engine, payload DMA pacing, completions, interrupt moderation, staging copies (`host_posting.rs`: one context's posting computed at the hand-off) |
 //! | queue pair | `qp.rs` | an RC queue pair at its NIC: both protocol halves, each direction's congestion control, pacing and CNP notification point, READ response streaming, its timer |
 //!
 //! A component takes `(now, input)` and returns what must happen next (a packet to

@@ -301,6 +301,10 @@ impl Sim {
         self.compact_records();
         self.cut_samples(st.popped.max(self.q.now()), st.stopped);
         let end = if st.stopped { st.limit } else { st.last };
+        // Postings computed ahead (`HostPipeline::post_folded`) count what the run reached.
+        if let Some(h) = self.hostm.as_mut() {
+            h.settle_posting(end);
+        }
         // Cuts the live queue pairs made (their decrease checks up to the end).
         for qp in self.qps.iter_mut().filter(|q| !q.dead) {
             self.cc_totals.rate_cuts += qp.rate_cuts(end);
