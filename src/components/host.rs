@@ -27,7 +27,9 @@
 //! 9. `copy_back`: `cpu` mode with GPU memory: the host-to-GPU copy, as in 1.
 //!
 //! The sender's own completion (after the ACK) goes through 7 and 8 too: it costs CPU and
-//! interrupts but is not on the message's latency path.
+//! interrupts but is not on the message's latency path. Polled, it is computed at the ACK
+//! without a wake-up and counted when next looked at (`host_completion.rs`,
+//! `folds_send_cqe`).
 //!
 //! Sans-IO: [`HostPipeline`] takes `(now, input)` and appends [`HostAction`]s (wake me at
 //! a time, this work request may be sent, this message is done); the event loop turns
@@ -112,6 +114,9 @@ pub struct MsgTimes {
     pub mode: PostingMode,
     /// The sender's CQE is on its way or not yet handled.
     send_open: bool,
+    /// A polling consumer's send CQE computed ahead (`send_completed`): its time (ps),
+    /// counted at the first look at or after it (`count_send_cqe`); 0 when none waits.
+    send_cqe: u64,
     msg: Message,
 }
 
@@ -147,6 +152,10 @@ pub enum HostAction {
     Ready { flow: FlowId },
     /// The receiving application may use `flow` from `at` (now or later).
     Done { at: SimTime, flow: FlowId },
+    /// A step of the pipeline happens at `at` (now or later) without a wake-up: the
+    /// sender's CQE of a polling consumer (`send_completed`). The run lasts at least
+    /// until then, and the step moves work as a wake-up would.
+    Passes { at: SimTime },
 }
 
 /// A posting context: a CPU thread, the proxy thread or a GPU thread.
@@ -224,9 +233,10 @@ pub struct HostPipeline {
     read: bool,
     /// Payload bytes per packet: a payload's first read is one packet's worth.
     mtu: u64,
-    /// Posting with one context and one WQE a doorbell is computed at the hand-off
-    /// (`post_folded`); false only in tests that compare it with the stepped posting.
-    fold_posting: bool,
+    /// Steps computed ahead instead of stepped through wake-ups: posting with one
+    /// context and one WQE a doorbell (`post_folded`), a polling consumer's send CQE
+    /// (`send_completed`); false only in tests that compare them with the steps.
+    fold: bool,
 }
 
 /// What the pipeline leaves behind for metrics.
@@ -350,7 +360,7 @@ impl HostPipeline {
             paths,
             read,
             mtu,
-            fold_posting: true,
+            fold: true,
         };
         for m in messages {
             p.add_message(m);
@@ -394,6 +404,7 @@ impl HostPipeline {
             batch_len: 0,
             mode: self.cfg.posting,
             send_open: false,
+            send_cqe: 0,
             msg,
         }
     }
@@ -417,18 +428,18 @@ impl HostPipeline {
         self.msgs[flow as usize] = self.new_record(msg);
     }
 
-    /// Whether `flow`'s sender still waits for its send completion (a CQE to come, or
-    /// one not yet handled).
-    pub fn send_open(&self, flow: FlowId) -> bool {
-        self.msgs[flow as usize].send_open
+    /// Whether `flow`'s sender still waits at `now` for its send completion (a CQE to
+    /// come, or one not yet handled).
+    pub fn send_open(&self, flow: FlowId, now: SimTime) -> bool {
+        let m = &self.msgs[flow as usize];
+        m.send_open || m.send_cqe > now.0
     }
 
-    /// Both ends are done with `flow`: its receiver's completion handled, and its
-    /// sender's CQE, if one was written, handled too. Nothing of the pipeline names it
-    /// again.
-    pub fn is_closed(&self, flow: FlowId) -> bool {
-        let m = &self.msgs[flow as usize];
-        m.done() && !m.send_open
+    /// Both ends are done with `flow` at `now`: its receiver's completion handled, and
+    /// its sender's CQE, if one was written, handled too. Nothing of the pipeline names
+    /// it again.
+    pub fn is_closed(&self, flow: FlowId, now: SimTime) -> bool {
+        self.msgs[flow as usize].done() && !self.send_open(flow, now)
     }
 
     pub fn cfg(&self) -> &HostConfig {
@@ -905,8 +916,15 @@ impl HostPipeline {
     /// The requester's WRITE or SEND completed (its ACK arrived).
     pub fn send_completed(&mut self, now: SimTime, flow: FlowId, out: &mut Vec<HostAction>) {
         let msg = self.msg(flow);
-        self.msgs[flow as usize].send_open = true;
         let at = now + self.cqe_latency(msg.src, msg.workload, false);
+        if self.folds_send_cqe(msg.src, msg.workload) {
+            // Polled: the CQE's handling changes nothing but counts, and the message's
+            // record may go once it is due (`send_open`).
+            self.msgs[flow as usize].send_cqe = at.0;
+            out.push(HostAction::Passes { at });
+            return;
+        }
+        self.msgs[flow as usize].send_open = true;
         out.push(HostAction::Wake {
             at,
             nic: msg.src,

@@ -2,7 +2,10 @@
 //! (after half a PCIe round trip, `cqe_latency`), the consumer learns of it by polling
 //! (a GPU thread, NCCL's proxy or a CPU core) or by an interrupt that the NIC's
 //! moderation releases (`fire_irq`, NAPI-style while the handler runs), and a received
-//! message may still be copied back into GPU memory (`notified`). Sources as in
+//! message may still be copied back into GPU memory (`notified`). A sender's CQE that a
+//! GPU, the proxy or a spinning core polls is computed at the ACK instead of stepped
+//! (`folds_send_cqe`): its handling only counts, so the counts wait for the first look
+//! at or after its time (the record's retirement, the end of the run). Sources as in
 //! `components::host`; split out of it to keep each file to one idea.
 
 use super::{
@@ -27,8 +30,6 @@ impl HostPipeline {
         } else {
             msg.src
         };
-        let c = self.cfg.costs;
-        let cqe_bytes = self.cfg.cqe_bytes;
         // The consumer of this CQ works in its own NIC's mode (a `stage` fallback on one
         // side does not change the other).
         let mode = if recv {
@@ -36,41 +37,99 @@ impl HostPipeline {
         } else {
             self.tx(nic, msg.workload).mode
         };
-        let interrupts = matches!(self.cfg.notify, Notify::Interrupt(_));
         if recv {
             self.msgs[flow as usize].t[T_CQE] = now.0;
         }
+        if self.polls(mode) {
+            let notified = self.count_polled_cqe(nic, mode, now);
+            self.notified(notified, flow, recv, out);
+            return;
+        }
+        let cqe_bytes = self.cfg.cqe_bytes;
+        let n = &mut self.nics[nic as usize];
+        n.stats.completions += 1;
+        n.stats.pcie_bytes += cqe_bytes;
+        n.stats.touch(now);
+        n.irq_pending.push_back((flow, recv));
+        let m = n
+            .moderator
+            .as_mut()
+            .expect("interrupt mode has a moderator");
+        if let Some(irq) = m.on_completion(now) {
+            self.fire_irq(now, nic, irq.completions, out);
+        } else {
+            self.sync_irq_timer(nic, out);
+        }
+    }
+
+    /// Whether a consumer in `mode` polls its CQ (the GPU and the proxy always do; a
+    /// CPU thread unless completions interrupt).
+    fn polls(&self, mode: PostingMode) -> bool {
+        !matches!(mode, PostingMode::Cpu | PostingMode::CpuGdr)
+            || !matches!(self.cfg.notify, Notify::Interrupt(_))
+    }
+
+    /// A CQE written at `at` to `nic`'s CQ, which a consumer in `mode` polls: counts it
+    /// and returns when the consumer knows of it.
+    fn count_polled_cqe(&mut self, nic: u32, mode: PostingMode, at: SimTime) -> SimTime {
+        let c = self.cfg.costs;
+        let cqe_bytes = self.cfg.cqe_bytes;
         let n = &mut self.nics[nic as usize];
         n.stats.completions += 1;
         n.stats.pcie_bytes += cqe_bytes;
         let notified = match mode {
-            PostingMode::Gpu => now + c.gpu_cqe_poll,
+            PostingMode::Gpu => at + c.gpu_cqe_poll,
             PostingMode::CpuProxy => {
                 n.stats.proxy_core = true;
-                now + c.cqe_poll + c.proxy_handoff
-            }
-            PostingMode::Cpu | PostingMode::CpuGdr if !interrupts => {
-                n.stats.poll_core = true;
-                now + c.cqe_poll
+                at + c.cqe_poll + c.proxy_handoff
             }
             PostingMode::Cpu | PostingMode::CpuGdr => {
-                n.stats.touch(now);
-                n.irq_pending.push_back((flow, recv));
-                let m = n
-                    .moderator
-                    .as_mut()
-                    .expect("interrupt mode has a moderator");
-                if let Some(irq) = m.on_completion(now) {
-                    self.fire_irq(now, nic, irq.completions, out);
-                } else {
-                    self.sync_irq_timer(nic, out);
-                }
-                return;
+                n.stats.poll_core = true;
+                at + c.cqe_poll
             }
         };
-        n.stats.touch(now);
+        n.stats.touch(at);
         n.stats.touch(notified);
-        self.notified(notified, flow, recv, out);
+        notified
+    }
+
+    /// Whether the sender's CQE of a message from `nic` for `workload` is computed
+    /// ahead (issue 17: an event fewer a message). Polled, its handling only counts (the
+    /// completion, its PCIe bytes, the consumer's activity) and lets the message's
+    /// record go (`send_open`), so the counts are taken at the first look at or after
+    /// its time (`count_send_cqe`: the record's retirement, or the end of the run) and
+    /// every figure is the stepped CQE's. An interrupt's moderation is shared by the
+    /// NIC's completions in their order, so it keeps its wake-up.
+    pub(super) fn folds_send_cqe(&self, nic: u32, workload: u16) -> bool {
+        self.fold && self.polls(self.tx(nic, workload).mode)
+    }
+
+    /// Counts `flow`'s sender CQE computed ahead, if one waits.
+    pub fn count_send_cqe(&mut self, flow: FlowId) {
+        let m = &mut self.msgs[flow as usize];
+        if m.send_cqe == 0 {
+            return;
+        }
+        let at = SimTime(m.send_cqe);
+        m.send_cqe = 0;
+        let (nic, workload) = (m.msg.src, m.msg.workload);
+        let mode = self.tx(nic, workload).mode;
+        self.count_polled_cqe(nic, mode, at);
+    }
+
+    /// At the end of a run: counts the senders' CQEs computed ahead that are due by
+    /// `by` (the run's time limit, the time it stopped at, or without either every one)
+    /// and returns the latest of them (the run lasted until then), or zero.
+    pub fn settle_send_cqes(&mut self, by: SimTime) -> SimTime {
+        let mut latest = SimTime::ZERO;
+        for flow in 0..self.msgs.len() as FlowId {
+            let at = self.msgs[flow as usize].send_cqe;
+            if at != 0 && at <= by.0 {
+                latest = latest.max(SimTime(at));
+                self.count_send_cqe(flow);
+            }
+        }
+        latest
     }
 
     pub(super) fn sync_irq_timer(&mut self, nic: u32, out: &mut Vec<HostAction>) {

@@ -26,7 +26,7 @@ impl HostPipeline {
             PostingMode::CpuProxy => 1,
             PostingMode::Gpu => self.cfg.gpu_posting_threads,
         };
-        self.fold_posting && !self.read && contexts == 1 && self.cfg.doorbell_batch == 1
+        self.fold && !self.read && contexts == 1 && self.cfg.doorbell_batch == 1
     }
 
     /// The posting of a message handed to its context at `at`, computed at once (issue

@@ -55,6 +55,7 @@ fn drive(p: &mut HostPipeline, first: Vec<HostAction>) -> Vec<(SimTime, HostActi
                 }
                 HostAction::Ready { .. } => seen.push((now, a)),
                 HostAction::Done { at, .. } => seen.push((at, a)),
+                HostAction::Passes { .. } => {}
             }
         }
     };
@@ -340,9 +341,14 @@ fn staged_gpu_memory_copies_at_pcie_bandwidth_before_and_after() {
     );
 }
 
+/// In `drive_posts`' list, the send completion of the message (its ACK) instead of its
+/// post.
+const SEND_DONE: FlowId = 1 << 31;
+
 /// Posts `msgs` (message, time) in time order between the pipeline's wake-ups (a post
-/// before a wake-up at the same time) and runs everything due by `until`; returns each
-/// `Ready` with its time.
+/// before a wake-up at the same time; a message marked `SEND_DONE` has its send
+/// completed instead) and runs everything due by `until`; returns each `Ready` with its
+/// time.
 fn drive_posts(
     p: &mut HostPipeline,
     posts: &[(FlowId, SimTime)],
@@ -361,6 +367,7 @@ fn drive_posts(
         }
         let mut out = Vec::new();
         match wake {
+            None if f & SEND_DONE != 0 => p.send_completed(now, f & !SEND_DONE, &mut out),
             None => p.post(now, f, &mut out),
             Some(WakeKey(w)) => {
                 p.handle_wake(now, w, &mut out);
@@ -374,7 +381,7 @@ fn drive_posts(
                     seq += 1;
                 }
                 HostAction::Ready { flow } => ready.push((now, flow)),
-                HostAction::Done { .. } => {}
+                HostAction::Done { .. } | HostAction::Passes { .. } => {}
             }
         }
     }
@@ -435,7 +442,7 @@ fn folded_posting_matches_the_stepped_posting() {
             posts.sort_by_key(|&(f, t)| (t, f));
             for until in [SimTime(u64::MAX), SimTime(3_000_000), SimTime(9_500_000)] {
                 let mut stepped = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
-                stepped.fold_posting = false;
+                stepped.fold = false;
                 let mut folded = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
                 assert!(folded.folds_posting(mode));
                 folded_somewhere = true;
@@ -473,7 +480,7 @@ fn folded_posting_matches_the_stepped_posting() {
     let (build, mmio) = (c.costs.wqe_build.0, c.costs.doorbell_mmio.0);
     for until in [build - 1, build, build + mmio - 1, build + mmio] {
         let mut stepped = pipeline(&c, &[msg(4096)]);
-        stepped.fold_posting = false;
+        stepped.fold = false;
         let mut folded = pipeline(&c, &[msg(4096)]);
         drive_posts(&mut stepped, &[(0, SimTime::ZERO)], SimTime(until));
         drive_posts(&mut folded, &[(0, SimTime::ZERO)], SimTime(until));
@@ -488,5 +495,88 @@ fn folded_posting_matches_the_stepped_posting() {
             u64::from(until == build + mmio),
             "until {until}"
         );
+    }
+}
+
+/// A polling consumer's send CQE computed ahead (`send_completed`) counts as the stepped
+/// one does (completions, PCIe bytes, the consumer's core and activity) once the end of
+/// the run settles it, closes the message's send side at its time, and gives the run's
+/// end as its last wake-up would; an interrupt-driven consumer keeps its wake-up.
+#[test]
+fn folded_send_cqes_match_the_stepped_ones() {
+    let mut x = 0x2545_f491_u64;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let interrupt = Notify::Interrupt(crate::nic::config::ModerationConfig::Off);
+    for (mode, notify) in [
+        (PostingMode::Cpu, Notify::Poll),
+        (PostingMode::CpuGdr, Notify::Poll),
+        (PostingMode::CpuProxy, Notify::Poll),
+        (PostingMode::Gpu, Notify::Poll),
+        (PostingMode::CpuProxy, interrupt.clone()),
+        (PostingMode::Cpu, interrupt),
+    ] {
+        let mut c = cfg();
+        c.posting = mode;
+        let polls = notify == Notify::Poll || !matches!(mode, PostingMode::Cpu);
+        c.notify = notify.clone();
+        let msgs: Vec<Message> = (0..40)
+            .map(|i| Message {
+                src: (i % 4) as u32,
+                dst: ((i + 1) % 4) as u32,
+                size: 4096,
+                workload: 0,
+            })
+            .collect();
+        let acks: Vec<(FlowId, SimTime)> = {
+            let mut a: Vec<_> = (0..40)
+                .map(|f| (f as FlowId | SEND_DONE, SimTime(next(5_000_000))))
+                .collect();
+            a.sort_by_key(|&(f, t)| (t, f));
+            a
+        };
+        for until in [SimTime(u64::MAX), SimTime(2_500_000)] {
+            let mut stepped = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
+            stepped.fold = false;
+            let mut folded = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
+            assert_eq!(folded.folds_send_cqe(0, 0), polls, "{mode:?} {notify:?}");
+            drive_posts(&mut stepped, &acks, until);
+            drive_posts(&mut folded, &acks, until);
+            let what = format!("{mode:?}, {notify:?}, until {until}");
+            for f in 0..40 {
+                assert_eq!(
+                    stepped.send_open(f, until),
+                    folded.send_open(f, until),
+                    "{what}: message {f}"
+                );
+            }
+            let last = folded.settle_send_cqes(until);
+            for n in 0..4 {
+                assert_eq!(
+                    format!("{:?}", stepped.nics[n].stats),
+                    format!("{:?}", folded.nics[n].stats),
+                    "{what}: NIC {n}"
+                );
+            }
+            // The stepped run's last wake-up: the latest CQE it handled.
+            let latency = c.pcie_round_trip.0 / 2;
+            let want = acks
+                .iter()
+                .map(|&(_, t)| t.0 + latency)
+                .filter(|&t| t <= until.0)
+                .max()
+                .unwrap();
+            assert_eq!(last.0, if polls { want } else { 0 }, "{what}");
+            if polls {
+                assert!(
+                    folded.nics.iter().all(|n| n.stats.completions > 0),
+                    "{what}"
+                );
+            }
+        }
     }
 }

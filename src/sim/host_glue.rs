@@ -36,6 +36,9 @@ impl Sim {
                 }
                 HostAction::Ready { flow } => self.wr_ready(now, flow),
                 HostAction::Done { at, flow } => self.message_done(at, flow),
+                // As its wake-up would have, the step moves work (the end of the run
+                // takes its time: `HostPipeline::settle_send_cqes`).
+                HostAction::Passes { at } => self.watchdog.progress(at),
             }
         }
         self.host_out.push(out);

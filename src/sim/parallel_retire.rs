@@ -145,7 +145,7 @@ impl Sim {
                 } else {
                     part.rx_sides.contains_key(&id)
                 };
-                let send_closed = self.hostm.as_ref().map_or(true, |h| !h.send_open(id));
+                let send_closed = self.hostm.as_ref().map_or(true, |h| !h.send_open(id, now));
                 sender_done && receiver_done && send_closed
             })
             .collect();
@@ -185,6 +185,11 @@ impl Sim {
                 continue;
             }
             self.retired.add(f);
+            if let Some(h) = &mut self.hostm {
+                // Its sender's CQE, computed ahead, is due (a candidate's send side is
+                // closed): counted as it goes, by the sender's partition.
+                h.count_send_cqe(id);
+            }
             if let (Some(h), Some(m)) = (&self.hostm, msg) {
                 self.retired.host.get_or_insert_with(MsgAcc::new).add(
                     h.cfg(),

@@ -261,13 +261,15 @@ impl Sim {
                 && f.outcome == Outcome::Completed
                 && f.finish.is_some_and(|t| t <= now)
                 && !self.slots.named[id as usize]
-                && self.hostm.as_ref().map_or(true, |h| h.is_closed(id))
+                && self.hostm.as_ref().map_or(true, |h| h.is_closed(id, now))
                 && crate::metrics::invariants::finished_record_holds(f);
             if !done {
                 return true;
             }
             self.retired.add(f);
-            if let Some(h) = &self.hostm {
+            if let Some(h) = &mut self.hostm {
+                // Its sender's CQE, computed ahead, is due: counted as it goes.
+                h.count_send_cqe(id);
                 self.retired.host.get_or_insert_with(MsgAcc::new).add(
                     h.cfg(),
                     self.nics.len(),

@@ -298,9 +298,27 @@ impl Sim {
             u128::MAX
         };
         self.settle_tx_before(reached, st.limit);
+        // Senders' CQEs computed ahead (`HostPipeline::send_completed`) that the run
+        // reached count, and the run lasted until the last of them, as their wake-ups
+        // would have made it.
+        let passed_by = if st.stopped {
+            st.limit
+        } else if stopped_early {
+            SimTime(self.q.now().0.saturating_sub(1))
+        } else {
+            SimTime::MAX
+        };
+        let passed = self
+            .hostm
+            .as_mut()
+            .map_or(SimTime::ZERO, |h| h.settle_send_cqes(passed_by));
         self.compact_records();
-        self.cut_samples(st.popped.max(self.q.now()), st.stopped);
-        let end = if st.stopped { st.limit } else { st.last };
+        self.cut_samples(st.popped.max(self.q.now()).max(passed), st.stopped);
+        let end = if st.stopped {
+            st.limit
+        } else {
+            st.last.max(passed)
+        };
         // Postings computed ahead (`HostPipeline::post_folded`) count what the run reached.
         if let Some(h) = self.hostm.as_mut() {
             h.settle_posting(end);

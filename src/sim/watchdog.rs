@@ -122,10 +122,11 @@ impl Watchdog {
         self.bound
     }
 
-    /// An event of the workload, host, collective or training kind was handled at `now`.
+    /// An event of the workload, host, collective or training kind was handled at `now`,
+    /// or a step of the host pipeline computed ahead happens then (a later time).
     #[inline]
     pub fn progress(&mut self, now: SimTime) {
-        self.last_progress = now;
+        self.last_progress = self.last_progress.max(now);
     }
 
     /// Asked at `now`, with `delivered` payload bytes delivered so far. `next_mover`
