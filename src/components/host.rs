@@ -237,6 +237,8 @@ pub struct HostPipeline {
     /// context and one WQE a doorbell (`post_folded`), a polling consumer's send CQE
     /// (`send_completed`); false only in tests that compare them with the steps.
     fold: bool,
+    /// The latest sender's CQE computed ahead and counted (`count_send_cqe`).
+    send_cqes_counted_to: SimTime,
 }
 
 /// What the pipeline leaves behind for metrics.
@@ -361,6 +363,7 @@ impl HostPipeline {
             read,
             mtu,
             fold: true,
+            send_cqes_counted_to: SimTime::ZERO,
         };
         for m in messages {
             p.add_message(m);

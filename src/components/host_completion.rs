@@ -115,21 +115,21 @@ impl HostPipeline {
         let (nic, workload) = (m.msg.src, m.msg.workload);
         let mode = self.tx(nic, workload).mode;
         self.count_polled_cqe(nic, mode, at);
+        self.send_cqes_counted_to = self.send_cqes_counted_to.max(at);
     }
 
     /// At the end of a run: counts the senders' CQEs computed ahead that are due by
     /// `by` (the run's time limit, the time it stopped at, or without either every one)
-    /// and returns the latest of them (the run lasted until then), or zero.
+    /// and returns the latest counted in the run (it lasted until then: a split run may
+    /// have counted one at a meeting past its last event), or zero.
     pub fn settle_send_cqes(&mut self, by: SimTime) -> SimTime {
-        let mut latest = SimTime::ZERO;
         for flow in 0..self.msgs.len() as FlowId {
             let at = self.msgs[flow as usize].send_cqe;
             if at != 0 && at <= by.0 {
-                latest = latest.max(SimTime(at));
                 self.count_send_cqe(flow);
             }
         }
-        latest
+        self.send_cqes_counted_to
     }
 
     pub(super) fn sync_irq_timer(&mut self, nic: u32, out: &mut Vec<HostAction>) {

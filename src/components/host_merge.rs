@@ -4,7 +4,8 @@
 //! owner's copy (`HostPipeline::nics_mut`, picked like every other component); a
 //! message's sender-side stamps (up to `T_READY`, its doorbell batch, its posting mode,
 //! its open send completion) from its source's owner, and its receiver-side stamps
-//! (`T_DELIVERED` on) from the owner of the host its data lands at.
+//! (`T_DELIVERED` on) from the owner of the host its data lands at. The latest sender's
+//! CQE computed ahead and counted is the latest of any copy's.
 
 use super::{HostPipeline, MsgTimes, NicState, T_DELIVERED};
 
@@ -44,8 +45,10 @@ impl HostPipeline {
                 merge_sides(&copies[tx].msgs[j], &copies[rx].msgs[j])
             })
             .collect();
+        let counted_to = copies.iter().map(|c| c.send_cqes_counted_to).max();
         let mut p = copies.swap_remove(0);
         p.msgs = msgs;
+        p.send_cqes_counted_to = counted_to.unwrap_or_default();
         p
     }
 
