@@ -341,6 +341,17 @@ fn staged_gpu_memory_copies_at_pcie_bandwidth_before_and_after() {
     );
 }
 
+/// Marsaglia's xorshift from `seed`: `next(m)` draws below `m` (a test's own stream).
+fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |m| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    }
+}
+
 /// In `drive_posts`' list, the send completion of the message (its ACK) instead of its
 /// post.
 const SEND_DONE: FlowId = 1 << 31;
@@ -396,13 +407,7 @@ fn drive_posts(
 /// contexts are busy (`settle_posting` then counts what the steps had reached).
 #[test]
 fn folded_posting_matches_the_stepped_posting() {
-    let mut x = 0x9e37_79b9_u64;
-    let mut next = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut next = xorshift(0x9e37_79b9);
     let mut folded_somewhere = false;
     for mode in [
         PostingMode::Cpu,
@@ -504,13 +509,7 @@ fn folded_posting_matches_the_stepped_posting() {
 /// end as its last wake-up would; an interrupt-driven consumer keeps its wake-up.
 #[test]
 fn folded_send_cqes_match_the_stepped_ones() {
-    let mut x = 0x2545_f491_u64;
-    let mut next = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
+    let mut next = xorshift(0x2545_f491);
     let interrupt = Notify::Interrupt(crate::nic::config::ModerationConfig::Off);
     for (mode, notify) in [
         (PostingMode::Cpu, Notify::Poll),
