@@ -654,11 +654,7 @@ impl HostPipeline {
     fn poster_step(&mut self, now: SimTime, nic: u32, id: u32, out: &mut Vec<HostAction>) {
         let (mi, pi) = ((id >> 16) as usize, (id & 0xffff) as usize);
         let mode = MODES[mi];
-        let cost = if mode == PostingMode::Gpu {
-            self.cfg.costs.gpu_wqe_build
-        } else {
-            self.cfg.costs.wqe_build
-        };
+        let (cost, _) = self.posting_costs(mode);
         let n = &mut self.nics[nic as usize];
         let p = &mut n.posters[mi][pi];
         if p.queue.is_empty() {
@@ -673,13 +669,9 @@ impl HostPipeline {
     fn on_poster_done(&mut self, now: SimTime, nic: u32, id: u32, out: &mut Vec<HostAction>) {
         let (mi, pi) = ((id >> 16) as usize, (id & 0xffff) as usize);
         let mode = MODES[mi];
-        let (batch_max, mmio, latency) = (
+        let (_, mmio) = self.posting_costs(mode);
+        let (batch_max, latency) = (
             self.cfg.doorbell_batch,
-            if mode == PostingMode::Gpu {
-                self.cfg.costs.gpu_doorbell
-            } else {
-                self.cfg.costs.doorbell_mmio
-            },
             SimDuration(self.cfg.pcie_round_trip.0 / 2),
         );
         let n = &mut self.nics[nic as usize];

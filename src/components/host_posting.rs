@@ -64,8 +64,9 @@ impl HostPipeline {
         });
     }
 
-    /// A posting context's time for a WQE and for ringing its doorbell.
-    fn posting_costs(&self, mode: PostingMode) -> (SimDuration, SimDuration) {
+    /// A posting context's time for a WQE and for ringing its doorbell (the stepped
+    /// posting's too).
+    pub(super) fn posting_costs(&self, mode: PostingMode) -> (SimDuration, SimDuration) {
         let c = &self.cfg.costs;
         if mode == PostingMode::Gpu {
             (c.gpu_wqe_build, c.gpu_doorbell)
