@@ -21,7 +21,8 @@
 //! - [`metrics`] and [`report`]: summaries, CSV/JSON, the stdout table; [`outdir`]:
 //!   output folders that are whole (lock, temporary names, completion marker);
 //! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged; [`plot`]: curves;
-//!   [`plan`]: the cheapest fabric that meets the targets.
+//!   [`plan`]: the cheapest fabric that meets the targets;
+//! - [`hugepages`]: the process's allocator, large arrays on huge pages.
 
 pub mod analytic;
 pub mod cc;
@@ -29,6 +30,7 @@ pub mod collective;
 pub mod compare;
 pub mod components;
 pub mod engine;
+pub mod hugepages;
 pub mod metrics;
 pub mod nic;
 pub mod outdir;
@@ -47,3 +49,7 @@ pub mod training;
 pub mod transport;
 pub mod units;
 pub mod workload;
+
+/// Every binary built on the library (the CLI, tests, benches) allocates through it.
+#[global_allocator]
+static ALLOCATOR: hugepages::HugePageAlloc = hugepages::HugePageAlloc;
