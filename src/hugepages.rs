@@ -135,14 +135,22 @@ fn set_up() {
 /// A small block at `at`: if it lies in the main heap past what is advised, the heap is
 /// advised up to its break (the kernel keeps a grown heap's new part apart from the
 /// advised one, so each growth is advised again); if in another arena's heap not yet
-/// seen, that heap is advised whole.
+/// seen, that heap is advised whole. Returns the block.
 #[inline]
-fn heap_block(at: *mut u8) {
+fn heap_block(at: *mut u8) -> *mut u8 {
     let a = at as usize;
     let start = HEAP_START.load(Ordering::Relaxed);
-    if (start..HEAP_ADVISED.load(Ordering::Relaxed)).contains(&a) || start == 0 {
-        return;
+    let advised = (start..HEAP_ADVISED.load(Ordering::Relaxed)).contains(&a);
+    if !advised && start != 0 && !at.is_null() {
+        advise_heap_of(a, start);
     }
+    at
+}
+
+/// [`heap_block`]'s work for a block at `a` outside the advised part of the main heap,
+/// which starts at `start`.
+#[cold]
+fn advise_heap_of(a: usize, start: usize) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: `sbrk(0)` reads the break and changes nothing.
@@ -167,6 +175,8 @@ fn heap_block(at: *mut u8) {
         }
         // More heaps than the table holds: those past it stay on small pages.
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = (a, start);
 }
 
 // SAFETY: every block is obtained from and returned to `System` with one layout: a large
@@ -184,9 +194,7 @@ unsafe impl GlobalAlloc for HugePageAlloc {
             }
             None => {
                 SET_UP.call_once(set_up);
-                let at = System.alloc(layout);
-                heap_block(at);
-                at
+                heap_block(System.alloc(layout))
             }
         }
     }
@@ -204,9 +212,7 @@ unsafe impl GlobalAlloc for HugePageAlloc {
             }
             None => {
                 SET_UP.call_once(set_up);
-                let at = System.alloc_zeroed(layout);
-                heap_block(at);
-                at
+                heap_block(System.alloc_zeroed(layout))
             }
         }
     }
@@ -220,9 +226,7 @@ unsafe impl GlobalAlloc for HugePageAlloc {
     unsafe fn realloc(&self, at: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new = Layout::from_size_align_unchecked(new_size, layout.align());
         if placed(layout).is_none() && placed(new).is_none() {
-            let to = System.realloc(at, layout, new_size);
-            heap_block(to);
-            return to;
+            return heap_block(System.realloc(at, layout, new_size));
         }
         // Into, out of or within the large ones: a new block, then the copy.
         let to = self.alloc(new);
