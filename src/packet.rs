@@ -286,6 +286,15 @@ impl PacketPool {
         }
     }
 
+    /// Asks the CPU to start loading the slot the packet taken in `k` packets from now
+    /// goes into (while none is freed between). A hint only.
+    #[inline(always)]
+    pub fn prefetch_free(&self, k: usize) {
+        if let Some(&id) = self.free.len().checked_sub(k + 1).map(|i| &self.free[i]) {
+            self.prefetch(id);
+        }
+    }
+
     /// Packet `id`'s slot, if there is one (a prefetch's guess may name a freed one).
     #[inline]
     pub fn try_get(&self, id: PktId) -> Option<&Packet> {

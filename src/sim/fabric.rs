@@ -62,8 +62,8 @@ impl Sim {
         if let Some(part) = self.part.as_deref_mut() {
             // A run split over threads: the far end is another partition's, which puts
             // the packet on its copy of the wire (`parallel`).
-            let to = part.plan.receiver(port);
-            if to != part.me {
+            if part.far_elsewhere.get(port) {
+                let to = part.plan.receiver(port);
                 let w = self.wires[port as usize]
                     .in_flight(tx.pkt, tx.route, tx.wire, tx.start, tx.end);
                 if self.telemetry || self.timestamps {
@@ -104,9 +104,8 @@ impl Sim {
         if let Some(part) = self.part.as_deref_mut() {
             // A run split over threads: the sender is another partition's; the frame or
             // credit goes to it under the key it would have had here (`parallel`).
-            let to = part.plan.sender(port);
             let away = match u {
-                _ if to == part.me => None,
+                _ if !part.near_elsewhere.get(port) => None,
                 // The ingress checks its own PAUSE: that stays here.
                 Upstream::Refresh { .. } => None,
                 Upstream::Pfc { at, pause } => Some(Msg::Event {
@@ -129,7 +128,7 @@ impl Sim {
                 }),
             };
             if let Some(m) = away {
-                part.outbox[to as usize].push(m);
+                part.outbox[part.plan.sender(port) as usize].push(m);
                 return;
             }
         }

@@ -84,7 +84,7 @@
 
 use super::idmap::IdMap;
 use super::parallel_retire::RxSide;
-use super::partition::Plan;
+use super::partition::{Plan, PortBits};
 use super::run_loop::LoopState;
 use super::transport::QpOpen;
 use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
@@ -196,11 +196,30 @@ pub(super) type Side = (Telemetry, SimTime);
 /// packets among them (when the algorithm reads them), in the same order.
 type Mail = (Vec<Msg>, Vec<Side>);
 
+/// How many messages ahead a packet's memory is asked for as the mail is copied and put
+/// in place.
+const PREFETCH_AHEAD: usize = 16;
+
+/// Moves `from`'s items to the end of `to`: by swapping the two when `to` is empty (a
+/// mail slot its reader emptied, keeping its capacity for the writer), so that a
+/// window's messages are not copied again nor their vector grown anew each window.
+fn hand_over<T>(to: &mut Vec<T>, from: &mut Vec<T>) {
+    if to.is_empty() {
+        std::mem::swap(to, from);
+    } else {
+        to.append(from);
+    }
+}
+
 /// A partition's share of a run split over threads.
 #[derive(Debug)]
 pub(super) struct Part {
     pub me: u16,
     pub plan: Arc<Plan>,
+    /// The ports whose far end (wire and ingress) is another partition's, and those
+    /// whose sending side is (`Plan::receiver`, `Plan::sender` not `me`).
+    pub far_elsewhere: PortBits,
+    pub near_elsewhere: PortBits,
     /// What goes to each partition at the next barrier, in the order it was made.
     pub outbox: Vec<Vec<Msg>>,
     /// Beside each packet in `outbox`, when the algorithm reads them: its per-hop
@@ -220,7 +239,7 @@ pub(super) struct Part {
     /// each touched in this window, its credit state before the window and what each
     /// of its events did (`CreditLogs`); the returns taken at the barrier; scratch for
     /// `reconcile_credits`.
-    credit_cross: Vec<bool>,
+    credit_cross: PortBits,
     credit_logs: credits::CreditLogs,
     returns: Vec<(PortId, u128, u128, u32)>,
     credit_scratch: credits::Scratch,
@@ -307,15 +326,16 @@ impl Sim {
                 .schedule(at, Sources::WORKLOAD, Event::FlowStart { flow: first });
         }
         let ib = matches!(sc.flow_control, FlowControl::IbCredit { .. });
-        let credit_cross = (0..sim.ports.len() as PortId)
-            .map(|p| {
-                ib && sim.ports[p as usize].switch.is_some()
-                    && plan.sender(p) == me
-                    && plan.receiver(p) != me
-            })
-            .collect();
+        let ports = sim.ports.len();
+        let credit_cross = PortBits::new(ports, |p| {
+            ib && sim.ports[p as usize].switch.is_some()
+                && plan.sender(p) == me
+                && plan.receiver(p) != me
+        });
         sim.part = Some(Box::new(Part {
             me,
+            far_elsewhere: PortBits::new(ports, |p| plan.receiver(p) != me),
+            near_elsewhere: PortBits::new(ports, |p| plan.sender(p) != me),
             outbox: (0..plan.parts).map(|_| Vec::new()).collect(),
             side_out: (0..plan.parts).map(|_| Vec::new()).collect(),
             plan,
@@ -349,7 +369,11 @@ impl Sim {
         let part = self.part.as_deref_mut().expect("a partition");
         let mut earliest = u64::MAX;
         for out in &mut part.outbox {
-            for m in out.iter_mut() {
+            for i in 0..out.len() {
+                if let Some(Msg::Packet { on_wire, .. }) = out.get(i + PREFETCH_AHEAD) {
+                    self.pool.prefetch(on_wire.pkt);
+                }
+                let m = &mut out[i];
                 if let Msg::Packet {
                     on_wire, packet, ..
                 } = m
@@ -420,9 +444,23 @@ impl Sim {
     }
 
     /// At a barrier: puts in place what partition `from` sent this one.
-    fn take_messages(&mut self, from: u16, (msgs, side): Mail) {
-        let mut side = side.into_iter();
-        for m in msgs {
+    fn take_messages(&mut self, from: u16, (msgs, side): &mut Mail) {
+        let mut side = side.drain(..);
+        let mut msgs = msgs.drain(..);
+        loop {
+            // The wires and pool slots of packets some messages on, loaded while these
+            // are put in place (each at a random place in memory): a wire's fields
+            // first, then the slot its ring fills, with the pool slot that packet takes
+            // if the messages between are packets too.
+            let ahead = msgs.as_slice();
+            if let Some(Msg::Packet { port, .. }) = ahead.get(2 * PREFETCH_AHEAD) {
+                crate::engine::prefetch_ptr(&self.wires[*port as usize]);
+            }
+            if let Some(Msg::Packet { port, .. }) = ahead.get(PREFETCH_AHEAD) {
+                self.wires[*port as usize].prefetch_tail();
+                self.pool.prefetch_free(PREFETCH_AHEAD);
+            }
+            let Some(m) = msgs.next() else { break };
             match m {
                 Msg::QpOpen { slot, open } => {
                     let params = self.rc.as_ref().expect("RC").params;
@@ -818,8 +856,9 @@ pub fn run(
                             }
                         }
                         for from in 0..n {
-                            let msgs = std::mem::take(&mut *lock(&shared.mail[b][m][from]));
-                            sim.take_messages(from as u16, msgs);
+                            let mut mail = std::mem::take(&mut *lock(&shared.mail[b][m][from]));
+                            sim.take_messages(from as u16, &mut mail);
+                            *lock(&shared.mail[b][m][from]) = mail;
                         }
                         sim.reconcile_credits();
                         // A sweep of transfer records: its candidates and names at one
@@ -887,8 +926,8 @@ pub fn run(
                         for (to, out) in part.outbox.iter_mut().enumerate() {
                             if !out.is_empty() {
                                 let mut mail = lock(&shared.mail[nb][to][m]);
-                                mail.0.append(out);
-                                mail.1.append(&mut part.side_out[to]);
+                                hand_over(&mut mail.0, out);
+                                hand_over(&mut mail.1, &mut part.side_out[to]);
                             }
                         }
                         lock(&shared.logs[nb][m]).append(&mut part.pool_log);

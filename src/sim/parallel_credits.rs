@@ -25,10 +25,7 @@ impl Part {
     /// another partition).
     #[inline]
     pub fn logs_credits(&self, port: PortId) -> bool {
-        self.credit_cross
-            .get(port as usize)
-            .copied()
-            .unwrap_or(false)
+        self.credit_cross.get(port)
     }
 }
 
