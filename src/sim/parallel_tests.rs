@@ -98,22 +98,3 @@ fn runs_side_by_side_share_the_cores() {
     assert_eq!(threads_per_run(4, 3, 2), 1);
     assert_eq!(threads_per_run(0, 3, 2), 1);
 }
-
-/// A mail slot its reader emptied takes the writer's vector whole and gives back its
-/// own (with its capacity); one not yet emptied gets the new messages after its own.
-#[test]
-fn hand_over_keeps_the_order_and_the_capacity() {
-    let mut slot: Vec<u32> = Vec::with_capacity(100);
-    let mut out = vec![1, 2, 3];
-    hand_over(&mut slot, &mut out);
-    assert_eq!(slot, [1, 2, 3]);
-    assert!(out.is_empty());
-    assert!(
-        out.capacity() >= 100,
-        "the emptied slot's capacity came back"
-    );
-    out.extend([4, 5]);
-    hand_over(&mut slot, &mut out);
-    assert_eq!(slot, [1, 2, 3, 4, 5]);
-    assert!(out.is_empty());
-}
