@@ -22,7 +22,7 @@
 //!   output folders that are whole (lock, temporary names, completion marker);
 //! - [`sweep`]: parameter sweeps, run in parallel, sharded and merged; [`plot`]: curves;
 //!   [`plan`]: the cheapest fabric that meets the targets;
-//! - [`hugepages`]: the process's allocator, large arrays on huge pages.
+//! - [`hugepages`]: the process's allocator: large arrays and the heaps on huge pages.
 
 pub mod analytic;
 pub mod cc;
