@@ -844,12 +844,11 @@ pub fn run(
                                 }
                             }
                         }
-                        // Each slot is emptied in place and put back, its vectors' capacity
-                        // kept for the writer's next window (not allocated anew each one).
+                        // Each slot is emptied in place, its vectors' capacity kept for
+                        // the writer's next window (not allocated anew each one); the
+                        // writer writes the other parity's slots meanwhile.
                         for from in 0..n {
-                            let mut mail = std::mem::take(&mut *lock(&shared.mail[b][m][from]));
-                            sim.take_messages(from as u16, &mut mail);
-                            *lock(&shared.mail[b][m][from]) = mail;
+                            sim.take_messages(from as u16, &mut lock(&shared.mail[b][m][from]));
                         }
                         sim.reconcile_credits();
                         // A sweep of transfer records: its candidates and names at one
