@@ -17,6 +17,11 @@
 //! - smaller blocks come from glibc's heaps, never mapped alone (`M_MMAP_THRESHOLD` at
 //!   [`LARGE`]), and those heaps are advised: the main one up to its break each time it
 //!   grows, another thread's arena whole when its first block is seen;
+//! - another thread's heap is also made readable and writable whole when first seen
+//!   (`open_arena_heap`), as glibc makes it bit by bit as it grows: the kernel backs an
+//!   address with a huge page only where the whole 2 MiB around it lies in one mapping,
+//!   so a heap grown a few pages at a time got 4 KiB pages at each edge it grew past
+//!   (a split run's partitions: 147 of 354 MiB in huge pages, 356 of 377 opened);
 //! - the main heap grows in steps of 16 MiB and is never trimmed (`M_TOP_PAD`,
 //!   `M_TRIM_THRESHOLD`), so that what is advised stays advised.
 //!
@@ -27,12 +32,15 @@
 //! once with `scripts/side-by-side.sh`): permutation-8192 0.81x the user time with
 //! glibc's own switch for this (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1`, 4 rounds),
 //! 0.94x of that with this module (4 rounds), which advised 200 MiB of a 230 MiB run,
-//! where large blocks alone made 86 MiB huge and ran 1.08x of glibc's switch. More in
+//! where large blocks alone made 86 MiB huge and ran 1.08x of glibc's switch. Stop 64
+//! (the threads' heaps opened whole): permutation-8192 with `--threads 2` 0.931x the wall
+//! time of the build before (`scripts/split-gain.sh`, 4 rounds, each faster). More in
 //! the README's performance section.
 //!
 //! Sources: Linux, `Documentation/admin-guide/mm/transhuge.rst` (the `madvise` mode,
 //! `MADV_HUGEPAGE`, `AnonHugePages` and the `hg` flag in `/proc/PID/smaps`);
-//! `madvise(2)`; `mallopt(3)`; glibc, `malloc/arena.c` (`HEAP_MAX_SIZE`, `heap_for_ptr`).
+//! `madvise(2)`; `mallopt(3)`; `mprotect(2)`; `proc(5)` (`/proc/self/maps`); glibc,
+//! `malloc/arena.c` (`HEAP_MAX_SIZE`, `new_heap`, `grow_heap`, `heap_for_ptr`).
 //!
 //! Leaves out: heaps past the 64 a table holds (a run has one per thread that
 //! allocates); explicit huge pages (`hugetlbfs`, which need the administrator).
@@ -91,6 +99,10 @@ mod sys {
         pub fn madvise(addr: *mut c_void, len: usize, advice: i32) -> i32;
         pub fn sbrk(increment: isize) -> *mut c_void;
         pub fn mallopt(param: i32, value: i32) -> i32;
+        pub fn mprotect(addr: *mut c_void, len: usize, prot: i32) -> i32;
+        pub fn open(path: *const u8, flags: i32, ...) -> i32;
+        pub fn read(fd: i32, buf: *mut c_void, count: usize) -> isize;
+        pub fn close(fd: i32) -> i32;
     }
     /// Linux, `include/uapi/asm-generic/mman-common.h`.
     pub const MADV_HUGEPAGE: i32 = 14;
@@ -98,6 +110,10 @@ mod sys {
     pub const M_TRIM_THRESHOLD: i32 = -1;
     pub const M_TOP_PAD: i32 = -2;
     pub const M_MMAP_THRESHOLD: i32 = -3;
+    /// Linux, `include/uapi/asm-generic/mman-common.h`.
+    pub const PROT_READ_WRITE: i32 = 0x1 | 0x2;
+    /// Linux, `include/uapi/asm-generic/fcntl.h`.
+    pub const O_RDONLY_CLOEXEC: i32 = 0o2000000;
 }
 
 /// The heap's (glibc's main arena, grown by `brk`) start and how far it is advised.
@@ -163,9 +179,19 @@ fn advise_heap_of(a: usize, start: usize) {
             return;
         }
         let heap = a & !(ARENA_HEAP - 1);
+        // Every block of a thread's arena comes here: the table is read first, so that
+        // the threads only share its line (a write, even a failed exchange, would take
+        // it from the other cores at each block).
+        if ARENA_HEAPS
+            .iter()
+            .any(|slot| slot.load(Ordering::Relaxed) == heap)
+        {
+            return;
+        }
         for slot in &ARENA_HEAPS {
             match slot.compare_exchange(0, heap, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
+                    open_arena_heap(heap);
                     advise(heap as *mut u8, ARENA_HEAP);
                     return;
                 }
@@ -177,6 +203,128 @@ fn advise_heap_of(a: usize, start: usize) {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     let _ = (a, start);
+}
+
+/// Makes the rest of glibc's heap at `heap` (a thread's arena, [`ARENA_HEAP`] bytes
+/// reserved on a boundary of that size) readable and writable now, where glibc would
+/// make it so a few pages at a time as the heap grows (`grow_heap`). The kernel gives an
+/// address a huge page only where the 2 MiB around it lie in one mapping, so each edge
+/// the heap grew past was left on 4 KiB pages. Nothing is resident until touched;
+/// glibc's own later `mprotect` of a part is then a no-op. Done only when
+/// `/proc/self/maps` shows the reservation as glibc leaves it: an anonymous private
+/// mapping that is readable and writable from `heap`, then (if the heap has not grown
+/// to its end) an anonymous one with no access up to the reservation's end; anything
+/// else is left as it is.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cold]
+fn open_arena_heap(heap: usize) {
+    let end = heap + ARENA_HEAP;
+    let mut writable_to = None;
+    let mut closed = None;
+    for_each_mapping(|m| {
+        if m.start == heap && m.anonymous && m.perms.starts_with(b"rw") {
+            writable_to = Some(m.end);
+        } else if Some(m.start) == writable_to && m.anonymous && m.perms == *b"---p" {
+            closed = Some((m.start, m.end));
+        }
+    });
+    if let Some((from, to)) = closed {
+        if to == end {
+            // SAFETY: the range is the unused tail of this arena's reservation, which
+            // glibc itself makes readable and writable as the heap grows; nothing reads
+            // or writes it before glibc hands a block of it out.
+            unsafe {
+                sys::mprotect(from as *mut _, end - from, sys::PROT_READ_WRITE);
+            }
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn open_arena_heap(_heap: usize) {}
+
+/// One line of `/proc/self/maps`: what [`open_arena_heap`] looks at.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+struct Mapping {
+    start: usize,
+    end: usize,
+    perms: [u8; 4],
+    /// No file (inode 0) and no name but glibc's or the kernel's for anonymous memory.
+    anonymous: bool,
+}
+
+/// Calls `f` with each mapping of this process, read from `/proc/self/maps` without
+/// allocating (this runs inside the allocator): a line's first [`MAPS_LINE`] bytes are
+/// enough for its fields.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn for_each_mapping(mut f: impl FnMut(&Mapping)) {
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { sys::open(c"/proc/self/maps".as_ptr().cast(), sys::O_RDONLY_CLOEXEC) };
+    if fd < 0 {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    let mut line = [0u8; MAPS_LINE];
+    let mut len = 0;
+    loop {
+        // SAFETY: `buf` is writable for its length.
+        let n = unsafe { sys::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        for &b in &buf[..n as usize] {
+            if b == b'\n' {
+                if let Some(m) = parse_mapping(&line[..len]) {
+                    f(&m);
+                }
+                len = 0;
+            } else if len < MAPS_LINE {
+                line[len] = b;
+                len += 1;
+            }
+        }
+    }
+    // SAFETY: the descriptor opened above.
+    unsafe {
+        sys::close(fd);
+    }
+}
+
+/// How much of a `/proc/self/maps` line is kept: its fields and a name's start.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MAPS_LINE: usize = 160;
+
+/// `start-end perms offset dev inode [name]` (`proc(5)`), or `None` if it does not read
+/// so.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn parse_mapping(line: &[u8]) -> Option<Mapping> {
+    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let range = fields.next()?;
+    let dash = range.iter().position(|&b| b == b'-')?;
+    let start = hex(&range[..dash])?;
+    let end = hex(&range[dash + 1..])?;
+    let perms: [u8; 4] = fields.next()?.try_into().ok()?;
+    let (_offset, _dev) = (fields.next()?, fields.next()?);
+    let inode = fields.next()?;
+    let name = fields.next();
+    let anonymous = inode == b"0" && name.map_or(true, |n| n.starts_with(b"[anon:"));
+    Some(Mapping {
+        start,
+        end,
+        perms,
+        anonymous,
+    })
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn hex(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |v, &d| {
+        let x = (d as char).to_digit(16)?;
+        Some(v << 4 | x as usize)
+    })
 }
 
 // SAFETY: every block is obtained from and returned to `System` with one layout: a large
@@ -276,6 +424,72 @@ mod tests {
             assert!((0..LARGE).step_by(4093).all(|i| *zp.add(i) == 0));
             a.dealloc(zp, z);
         }
+    }
+
+    /// `/proc/self/maps` lines read as `proc(5)` writes them; other lines are not taken.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn maps_lines_are_read() {
+        let m = parse_mapping(b"7f3b0c000000-7f3b0ffaf000 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!((m.start, m.end), (0x7f3b_0c00_0000, 0x7f3b_0ffa_f000));
+        assert_eq!((&m.perms, m.anonymous), (b"rw-p", true));
+        let m = parse_mapping(b"7f3b0ffaf000-7f3b10000000 ---p 00000000 00:00 0").unwrap();
+        assert_eq!((&m.perms, m.anonymous), (b"---p", true));
+        let named =
+            b"7f3b10000000-7f3b10001000 rw-p 00000000 00:00 0    [anon:glibc: malloc arena]";
+        assert!(parse_mapping(named).unwrap().anonymous);
+        let file = b"55b88abf1000-55b88bc59000 r--p 00000000 fe:01 1234  /usr/lib/libc.so.6";
+        assert!(!parse_mapping(file).unwrap().anonymous);
+        assert!(
+            !parse_mapping(b"55b8-55b9 rw-p 0 00:00 0 [heap]")
+                .unwrap()
+                .anonymous
+        );
+        assert!(parse_mapping(b"not a mapping").is_none());
+        assert!(parse_mapping(b"").is_none());
+        assert!(parse_mapping(b"12-zz rw-p 0 00:00 0").is_none());
+    }
+
+    /// A thread's heap (glibc's arena for it) is advised and readable and writable to the
+    /// end of its reservation once its first block is seen, so that the kernel can back
+    /// all of it with huge pages; without `open_arena_heap` its end is still closed. Not
+    /// checked where the thread's block comes from the main heap (glibc gives a thread
+    /// the main arena once it has as many arenas as it allows).
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn a_threads_heap_is_opened_whole() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            eprintln!("skipped: this kernel has no transparent huge pages");
+            return;
+        }
+        let (at, small) = std::thread::spawn(|| {
+            let b = Box::new([3u8; 200]);
+            (b.as_ptr() as usize, b)
+        })
+        .join()
+        .unwrap();
+        // SAFETY: `sbrk(0)` reads the break and changes nothing.
+        let brk = unsafe { sys::sbrk(0) } as usize;
+        if (HEAP_START.load(Ordering::Relaxed)..brk).contains(&at) {
+            eprintln!("skipped: the thread's block is in the main heap");
+            return;
+        }
+        let heap = at & !(ARENA_HEAP - 1);
+        let last = heap + ARENA_HEAP - 1;
+        let mut found = None;
+        for_each_mapping(|m| {
+            if (m.start..m.end).contains(&last) {
+                found = Some((m.start, m.perms));
+            }
+        });
+        let (start, perms) = found.expect("the heap's reservation is mapped");
+        assert_eq!(
+            &perms[..2],
+            b"rw",
+            "the heap's end is readable and writable"
+        );
+        assert_eq!(start, heap, "the heap is one mapping");
+        assert_eq!(small[199], 3);
     }
 
     /// The threshold: one byte short of it stays with the system's own placement.
