@@ -65,8 +65,8 @@ pub enum Event {
     PfcRefresh { port: PortId },
     /// A pause on `port` expires: it may send again.
     PortWake { port: PortId },
-    /// `blocks` 64-byte credits come back to the sending side of `port` (a host's);
-    /// with `blocks: 0`, a switch port waiting for credit looks at those it keeps on
+    /// `blocks` 64-byte credits come back to the sending side of `port` (those due at
+    /// once); with `blocks: 0`, a port waiting for credit looks at those it keeps on
     /// their way back (`EgressPort::credits_returning`).
     Credit { port: PortId, blocks: u32 },
     /// A receiver posts its receive WQEs on queue pair slot `qp`, generation `gen`.

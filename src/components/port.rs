@@ -11,12 +11,13 @@
 //!   (refreshed by the receiver while it stays above Xon); a RESUME ends it.
 //! - InfiniBand credits (IBTA vol. 1 7.9.4): a data packet starts only with enough 64-byte
 //!   credits for its whole size; the time spent waiting with data in hand is a stall.
-//!   A switch port keeps the credits on their way back to it (`credits_returning`, each
-//!   under the key its event would have had in the engine's order) and lands those due
-//!   before it reads its count (`land_credits`); only a port waiting for credit asks for
-//!   an event, at the first return (`credit_wake_due`). The count it reads is the one a
-//!   credit event per return would have given, so every result is the same, with one
-//!   event per data packet and hop fewer.
+//!   A port (a switch's, and a host's since issue 17's stop 64) keeps the credits on
+//!   their way back to it (`credits_returning`, each under the key its event would have
+//!   had in the engine's order) and lands those due before it reads its count
+//!   (`land_credits`); only a port waiting for credit asks for an event, at the first
+//!   return (`credit_wake_due`). The count it reads is the one a credit event per return
+//!   would have given, so every result is the same, with one event per data packet and
+//!   hop fewer.
 //! - ECN (DCQCN §3, RED): a packet leaving a switch queue is marked with probability
 //!   `Red::probability(bytes queued behind it)`, at dequeue as HPCC's simulator does:
 //!   the receiver learns of the queue the packet leaves behind, one queueing delay

@@ -135,11 +135,13 @@ impl Sim {
         match u {
             Upstream::Pfc { at, pause } => self.q.schedule(at, src, Event::Pfc { port, pause }),
             Upstream::Refresh { at } => self.q.schedule(at, src, Event::PfcRefresh { port }),
-            // A switch port keeps the credits coming back to it and asks for an event
-            // only while it waits for them (`EgressPort::credits_returning`); a host's
-            // port (its NIC's scheduler) hears each.
+            // A port keeps the credits coming back to it and asks for an event only
+            // while it waits for them (`EgressPort::credits_returning`): a switch port's
+            // start and a host's scheduler (`take_credits`) land those due first.
             Upstream::Credit { at, blocks }
-                if at > self.q.now() && self.ports[port as usize].switch.is_some() =>
+                if at > self.q.now()
+                    && (self.ports[port as usize].switch.is_some()
+                        || !self.credit_event_per_return) =>
             {
                 let key = self.q.reserve(at, src);
                 if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
@@ -249,11 +251,21 @@ impl Sim {
         }
     }
 
-    /// IB: spends the credits for a `wire`-byte packet on `port`, or starts timing a
-    /// stall and returns false. Always true without IB credits.
+    /// IB: spends the credits for a `wire`-byte packet on host port `port`, or starts
+    /// timing a stall and returns false. Always true without IB credits. The credits on
+    /// their way back whose events would have come first are landed before the count is
+    /// read; a port left waiting asks for an event under the first return's key (as a
+    /// switch port's `try_start` does), so a return that finds the port not waiting is
+    /// no event at all.
+    #[inline]
     pub(super) fn take_credits(&mut self, now: SimTime, port: PortId, wire: u64) -> bool {
         let p = &mut self.ports[port as usize];
+        p.land_credits(self.q.current_key());
         if p.credit_gate(now, wire) != Gate::Open {
+            if let Some(key) = p.credit_wake_due() {
+                self.q
+                    .schedule_reserved(key, Event::Credit { port, blocks: 0 });
+            }
             return false;
         }
         p.spend_credits(wire);

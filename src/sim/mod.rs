@@ -446,6 +446,9 @@ pub struct Sim {
     /// Every end of a packet on a host's port is an event, none left unmarked
     /// (`launch`); on only in the test that compares the two.
     mark_every_tx_end: bool,
+    /// Every IB credit returning to a host's port is an event, none kept on its way
+    /// back (`upstream`); on only in the test that compares the two.
+    credit_event_per_return: bool,
     routing: RoutingPolicy,
     flows: Vec<FlowState>,
     topo: Topology,
@@ -723,6 +726,7 @@ impl Sim {
             switches,
             nics,
             mark_every_tx_end: false,
+            credit_event_per_return: false,
             routing: RoutingPolicy::new(sc.routing, sc.topology.switches()),
             flows,
             rc_totals: RcTotals::default(),

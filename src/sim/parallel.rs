@@ -512,6 +512,18 @@ impl Sim {
                             .schedule(at, self.src.wire(port), Event::Arrive { port });
                     }
                 }
+                // Credits for a host's port from its leaf in another partition: kept on
+                // their way back, as its leaf would keep them on one thread
+                // (`Sim::upstream`), so the events are the same at any thread count.
+                Msg::Event {
+                    key,
+                    event: Event::Credit { port, blocks },
+                } if blocks > 0 && self.ports[port as usize].switch.is_none() => {
+                    if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
+                        self.q
+                            .schedule_reserved(k, Event::Credit { port, blocks: 0 });
+                    }
+                }
                 Msg::Event { key, event } => self.q.schedule_reserved(key, event),
                 Msg::Transfer {
                     id,

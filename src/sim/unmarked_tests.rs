@@ -2,6 +2,9 @@
 //! end (`launch`, `Sim::settle_tx`): every result but the event count is the one that
 //! an event at each end gives, under PFC pauses that reach the NICs, IB credits, a host
 //! model's collective, a time series of host ports and a run cut short by `duration`.
+//! Likewise a host's port keeps the IB credits on their way back to it, with an event
+//! only while it waits for them (`Sim::take_credits`): the results of an event per
+//! return, with fewer events.
 
 use super::Sim;
 use crate::metrics::{summarize, Summary};
@@ -19,8 +22,13 @@ fn parse(yaml: &str) -> Scenario {
 /// The run of `sc`, each end of a host's packet an event (`eager`) or not; and its
 /// event count.
 fn results(sc: &Scenario, eager: bool) -> (Results, u64) {
+    run_with(sc, |sim| sim.mark_every_tx_end = eager)
+}
+
+/// The run of `sc` set up by `set`; its results and event count.
+fn run_with(sc: &Scenario, set: impl FnOnce(&mut Sim)) -> (Results, u64) {
     let mut sim = Sim::new(sc);
-    sim.mark_every_tx_end = eager;
+    set(&mut sim);
     let out = sim.run();
     let mut summary = summarize(sc, &out);
     let events = std::mem::take(&mut summary.events);
@@ -129,5 +137,52 @@ fn an_end_left_unmarked_is_counted_at_the_end_of_a_run_only_if_the_run_reached_i
     assert_eq!(
         ports[0].0, 0,
         "a packet still on the port at the cut is not counted"
+    );
+}
+
+/// Two hosts each send to six others under IB credits with room for two 4 KiB packets
+/// and a slow credit update, so that their ports wait for credit again and again: the
+/// run with credits kept on their way back, and with an event per return (`eager`).
+fn credit_results(eager: bool) -> (Results, u64, Vec<u64>) {
+    let sc = parse(
+        "name: t\nseed: 1\n\
+         topology: { leaves: 2, spines: 2, hosts_per_leaf: 4, \
+         host_link: { rate: 400Gbps, latency: 100ns }, fabric_link: { rate: 400Gbps, latency: 300ns } }\n\
+         switch: { latency: 300ns, forwarding: cut_through }\n\
+         packet: { mtu: 4096B, encapsulation: ib }\n\
+         flow_control: { mode: ib_credit, vl_buffer: 9KiB, credit_update_delay: 400ns }\n\
+         workload:\n  - flows: [ { src: 0, dst: 4, size: 64KB }, { src: 0, dst: 5, size: 40KB }, \
+         { src: 0, dst: 1, size: 24KB }, { src: 3, dst: 6, size: 64KB }, \
+         { src: 3, dst: 2, size: 32KB, start: 1us }, { src: 3, dst: 7, size: 8KB, start: 2us } ]\n",
+    );
+    let mut stalled = Vec::new();
+    let (results, events) = run_with(&sc, |sim| sim.credit_event_per_return = eager);
+    let mut sim = Sim::new(&sc);
+    sim.credit_event_per_return = eager;
+    let out = sim.run();
+    for p in out.ports.iter().take(8) {
+        stalled.push(p.stalled_time(out.end));
+    }
+    (results, events, stalled)
+}
+
+#[test]
+fn credits_kept_on_their_way_back_to_a_hosts_port_change_nothing_but_the_event_count() {
+    let (kept, fewer, stalled) = credit_results(false);
+    let (heard, all, stalled_heard) = credit_results(true);
+    assert_eq!(kept.0, heard.0, "summary.json but its events differ");
+    assert_eq!(kept.2, heard.2, "a port's counters differ");
+    assert_eq!(
+        stalled, stalled_heard,
+        "a host's port waited for credit differently"
+    );
+    // The senders' ports waited for credit: the case tests what it says.
+    assert!(
+        stalled[0] > 0 && stalled[3] > 0,
+        "the senders' ports never waited for credit: {stalled:?}"
+    );
+    assert!(
+        fewer < all,
+        "{fewer} events keeping the credits, {all} with an event each: none was left out"
     );
 }
