@@ -426,6 +426,16 @@ mod tests {
         }
     }
 
+    /// Whether this kernel has no transparent huge pages (then the tests that look for
+    /// them are skipped, and say so).
+    fn no_transparent_huge_pages() -> bool {
+        let none = !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists();
+        if none {
+            eprintln!("skipped: this kernel has no transparent huge pages");
+        }
+        none
+    }
+
     /// `/proc/self/maps` lines read as `proc(5)` writes them; other lines are not taken.
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -458,8 +468,7 @@ mod tests {
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn a_threads_heap_is_opened_whole() {
-        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            eprintln!("skipped: this kernel has no transparent huge pages");
+        if no_transparent_huge_pages() {
             return;
         }
         let (at, small) = std::thread::spawn(|| {
@@ -507,8 +516,7 @@ mod tests {
     #[test]
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     fn large_blocks_and_the_heap_are_advised() {
-        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
-            eprintln!("skipped: this kernel has no transparent huge pages");
+        if no_transparent_huge_pages() {
             return;
         }
         let large = vec![1u8; 3 * LARGE];
