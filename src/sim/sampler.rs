@@ -26,7 +26,16 @@ pub(super) struct Sampling {
     /// The first sample at which every collective and training job was done (a split
     /// run has none: from the first).
     runs_done_at: Option<SimTime>,
+    /// The workload's flows before this one are all completed or failed (a cursor that
+    /// only moves forward: a resolved flow stays so), and the latest time one of them
+    /// was (`samples_end`).
+    resolved_upto: usize,
+    resolved_at: SimTime,
 }
+
+/// A gap to the next event longer than this many intervals asks whether the samples
+/// past it would all be cut (`Sim::sample_through`).
+const LONG_GAP: u64 = 1024;
 
 impl Sampling {
     pub fn new(interval: Option<SimDuration>) -> Sampling {
@@ -38,6 +47,8 @@ impl Sampling {
             },
             interval: interval.unwrap_or(SimDuration(1)).max(SimDuration(1)),
             runs_done_at: None,
+            resolved_upto: 0,
+            resolved_at: SimTime::ZERO,
         }
     }
 }
@@ -45,13 +56,53 @@ impl Sampling {
 impl Sim {
     /// Takes every sample due at or before `t` (the next event's time, or the end of a
     /// run its duration cut short).
+    ///
+    /// Over a long gap (a run whose workload is done, waiting for a stale timer: a queue
+    /// pair's local ACK timeout is seconds away) the samples stop once they are past the
+    /// point `cut_samples` will cut them at, so that they are never held: the same
+    /// samples are kept. One thread only (a partition's copies of other partitions'
+    /// flows are not kept up to date).
     #[inline]
     pub(super) fn sample_through(&mut self, t: SimTime) {
         while self.sampling.next <= t {
             let at = self.sampling.next;
             self.sample(at);
             self.sampling.next = at + self.sampling.interval;
+            let gap = t.0 - at.0;
+            if gap > LONG_GAP * self.sampling.interval.0 && self.part.is_none() {
+                if let Some(end) = self.samples_end() {
+                    if self.sampling.next > end {
+                        self.sampling.next = SimTime::MAX;
+                    }
+                }
+            }
         }
+    }
+
+    /// Where `cut_samples` cuts, if that is known now: every workload flow completed or
+    /// failed and every collective and training job done (`None` otherwise).
+    fn samples_end(&mut self) -> Option<SimTime> {
+        let runs = self.sampling.runs_done_at?;
+        let workload = self.slots.base() as usize;
+        while self.sampling.resolved_upto < workload.min(self.flows.len()) {
+            let f = &self.flows[self.sampling.resolved_upto];
+            if f.coll.is_none() {
+                let at = match f.outcome {
+                    super::Outcome::Pending => None,
+                    super::Outcome::Completed => f.finish,
+                    super::Outcome::Failed(_) => f.failed_at,
+                }?;
+                self.sampling.resolved_at = self.sampling.resolved_at.max(at);
+            }
+            self.sampling.resolved_upto += 1;
+        }
+        let iv = self.sampling.interval.0;
+        let first_after = if workload > 0 {
+            SimTime((self.sampling.resolved_at.0 / iv + 1) * iv)
+        } else {
+            SimTime::ZERO
+        };
+        Some(first_after.max(runs))
     }
 
     /// Takes every sample due before `t` (the end of a split run's window).
