@@ -144,14 +144,22 @@ impl Sim {
                         || !self.credit_event_per_return) =>
             {
                 let key = self.q.reserve(at, src);
-                if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
-                    self.q
-                        .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                }
+                self.keep_returning(port, key, blocks);
             }
             Upstream::Credit { at, blocks } => {
                 self.q.schedule(at, src, Event::Credit { port, blocks })
             }
+        }
+    }
+
+    /// IB: `blocks` credits will land at `port` under key `key`: the port keeps them on
+    /// their way back, and if it waits for credit, asks for an event under the first
+    /// return's key (`EgressPort::credits_returning`).
+    #[inline]
+    pub(super) fn keep_returning(&mut self, port: PortId, key: u128, blocks: u32) {
+        if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
+            self.q
+                .schedule_reserved(k, Event::Credit { port, blocks: 0 });
         }
     }
 

@@ -519,10 +519,7 @@ impl Sim {
                     key,
                     event: Event::Credit { port, blocks },
                 } if blocks > 0 && self.ports[port as usize].switch.is_none() => {
-                    if let Some(k) = self.ports[port as usize].credits_returning(key, blocks) {
-                        self.q
-                            .schedule_reserved(k, Event::Credit { port, blocks: 0 });
-                    }
+                    self.keep_returning(port, key, blocks)
                 }
                 Msg::Event { key, event } => self.q.schedule_reserved(key, event),
                 Msg::Transfer {

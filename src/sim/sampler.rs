@@ -38,6 +38,19 @@ pub(super) struct Sampling {
 const LONG_GAP: u64 = 1024;
 
 impl Sampling {
+    /// The last sample kept once every workload flow was resolved by `flows` (`any`:
+    /// there were some) and every collective and job done at `runs`: the first sample
+    /// after the last flow was done, or when the runs were.
+    fn cut_at(&self, flows: SimTime, any: bool, runs: SimTime) -> SimTime {
+        let iv = self.interval.0;
+        let first_after = if any {
+            SimTime((flows.0 / iv + 1) * iv)
+        } else {
+            SimTime::ZERO
+        };
+        first_after.max(runs)
+    }
+
     pub fn new(interval: Option<SimDuration>) -> Sampling {
         Sampling {
             next: if interval.is_some() {
@@ -87,22 +100,15 @@ impl Sim {
         while self.sampling.resolved_upto < workload.min(self.flows.len()) {
             let f = &self.flows[self.sampling.resolved_upto];
             if f.coll.is_none() {
-                let at = match f.outcome {
-                    super::Outcome::Pending => None,
-                    super::Outcome::Completed => f.finish,
-                    super::Outcome::Failed(_) => f.failed_at,
-                }?;
+                let at = resolved_at(f)?;
                 self.sampling.resolved_at = self.sampling.resolved_at.max(at);
             }
             self.sampling.resolved_upto += 1;
         }
-        let iv = self.sampling.interval.0;
-        let first_after = if workload > 0 {
-            SimTime((self.sampling.resolved_at.0 / iv + 1) * iv)
-        } else {
-            SimTime::ZERO
-        };
-        Some(first_after.max(runs))
+        Some(
+            self.sampling
+                .cut_at(self.sampling.resolved_at, workload > 0, runs),
+        )
     }
 
     /// Takes every sample due before `t` (the end of a split run's window).
@@ -207,27 +213,24 @@ impl Sim {
         let (mut resolved, mut any) = (Some(SimTime::ZERO), false);
         for f in self.flows.iter().filter(|f| f.coll.is_none()) {
             any = true;
-            let at = match f.outcome {
-                super::Outcome::Pending => None,
-                super::Outcome::Completed => f.finish,
-                super::Outcome::Failed(_) => f.failed_at,
-            };
-            resolved = match (resolved, at) {
+            resolved = match (resolved, resolved_at(f)) {
                 (Some(r), Some(a)) => Some(r.max(a)),
                 _ => None,
             };
         }
         if let (Some(flows), Some(runs)) = (resolved, self.sampling.runs_done_at) {
-            // The first sample after the last flow was done, or when the runs were.
-            let iv = self.sampling.interval.0;
-            let first_after = if any {
-                SimTime((flows.0 / iv + 1) * iv)
-            } else {
-                SimTime::ZERO
-            };
-            end = end.min(first_after.max(runs));
+            end = end.min(self.sampling.cut_at(flows, any, runs));
         }
         self.samples.retain(|s| s.time <= end);
+    }
+}
+
+/// When workload flow `f` was completed or failed; `None` while it is pending.
+fn resolved_at(f: &super::FlowState) -> Option<SimTime> {
+    match f.outcome {
+        super::Outcome::Pending => None,
+        super::Outcome::Completed => f.finish,
+        super::Outcome::Failed(_) => f.failed_at,
     }
 }
 
