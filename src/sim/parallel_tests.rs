@@ -98,3 +98,38 @@ fn runs_side_by_side_share_the_cores() {
     assert_eq!(threads_per_run(4, 3, 2), 1);
     assert_eq!(threads_per_run(0, 3, 2), 1);
 }
+
+/// A partition whose next event lies past the run's duration (host 0's stale local ACK
+/// timer, 4.3 s away) while another partition still has work for it (host 5's flow to
+/// host 1, from 50 us) takes its samples up to the end only when every partition is
+/// past it: before, it took them at the first window it had no event in, and the time
+/// series of `leaf0->host1` missed the second flow (its queue at 52 us 0 bytes instead
+/// of 20,610).
+#[test]
+fn a_partition_past_the_duration_samples_what_later_mail_does() {
+    let sc = crate::scenario::parse_str(
+        "name: t\nseed: 1\nduration: 1ms\n\
+         topology: { leaves: 2, spines: 2, hosts_per_leaf: 4, \
+         host_link: { rate: 400Gbps, latency: 100ns }, \
+         fabric_link: { rate: 400Gbps, latency: 300ns } }\n\
+         transport: { mode: rc }\n\
+         timeseries: { interval: 1us, ports: [\"leaf0->host1\"] }\n\
+         workload:\n  - flows: [ { src: 0, dst: 4, size: 64KB }, \
+         { src: 5, dst: 1, size: 64KB, start: 50us } ]\n",
+        "t.yaml",
+        "t",
+        &Default::default(),
+    )
+    .unwrap();
+    let one = Sim::new(&sc).run();
+    let split = run(&sc, 2, 0).expect("split over two threads");
+    assert_eq!(split.threads, 2);
+    // The second flow's packets queue at leaf0->host1 (the case tests what it says).
+    assert!(
+        one.samples
+            .iter()
+            .any(|s| s.metric == crate::sim::Metric::QueueBytes && s.value > 0.0),
+        "no queue at leaf0->host1"
+    );
+    assert_eq!(one.samples, split.samples);
+}

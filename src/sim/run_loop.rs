@@ -99,13 +99,18 @@ impl Sim {
         until: Option<SimTime>,
     ) -> bool {
         while let Some(t) = self.q.peek_time() {
+            // A split run's window ends first: a partition whose next event lies past
+            // the duration may still get mail that makes earlier ones, so its samples
+            // up to the end are taken only when every partition is past it (the
+            // driver's `sample_through`; before, they were taken here and missed what
+            // such mail did).
+            if until.is_some_and(|u| t >= u) {
+                break;
+            }
             if t > st.limit {
                 self.sample_through(st.limit);
                 st.stopped = true;
                 return false;
-            }
-            if until.is_some_and(|u| t >= u) {
-                break;
             }
             // Time-series samples due by now see every event before them (`sampler`).
             if t >= self.sampling.next {
