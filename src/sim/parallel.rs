@@ -86,6 +86,7 @@ use super::idmap::IdMap;
 use super::parallel_retire::RxSide;
 use super::partition::{Plan, PortBits};
 use super::run_loop::LoopState;
+use super::sampler::Resolved;
 use super::transport::QpOpen;
 use super::window::{lock, BreakOnPanic, Flight, PoolLog, WindowBarrier};
 use super::{FlowState, RcTotals, RunOutput, Sim, Sources, LIVELOCK_CHECK, PROGRESS};
@@ -637,6 +638,10 @@ struct Shared {
     /// could not follow the one-thread order; and why.
     cut: AtomicBool,
     why: Mutex<Option<&'static str>>,
+    /// `resolved[i]`: what partition `i` knows of the workload's flows at a meeting
+    /// before a long gap with a time series (`sampler::Resolved`); read after a second
+    /// wait at that meeting, written again only at a later one.
+    resolved: Vec<Mutex<Resolved>>,
 }
 
 impl Shared {
@@ -744,6 +749,7 @@ pub fn run(
         waited_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
         cut: AtomicBool::new(false),
         why: Mutex::new(None),
+        resolved: (0..n).map(|_| Mutex::new(Resolved::default())).collect(),
     };
     let flight = Mutex::new(Flight::default());
     let wall = std::time::Instant::now();
@@ -872,6 +878,21 @@ pub fn run(
                             let part = sim.part.as_deref_mut().expect("a partition");
                             part.sweep = Some(candidates);
                             part.named = named;
+                        }
+                        // A time series over a long gap to the next event (or to the
+                        // end of a run its duration cuts short): the samples stop where
+                        // the end of run will cut them, if every partition's word says
+                        // where that is (one thread asks its own copy: `sample_through`).
+                        // Every partition has taken the same samples and reads the same
+                        // `t`, so all wait here a second time, or none.
+                        if t != u64::MAX && sim.sampling.long_gap_to(SimTime(t.min(limit.0))) {
+                            *lock(&shared.resolved[m]) = sim.resolved_here();
+                            if !shared.barrier.wait(&mut budget) {
+                                break false;
+                            }
+                            let all: Vec<Resolved> =
+                                shared.resolved.iter().map(|r| lock(r).clone()).collect();
+                            sim.sampling.know_end(&Resolved::join(&all));
                         }
                         // The run ends at this meeting (every partition reads the same
                         // `t`) only now, with the last window's logs merged and its mail

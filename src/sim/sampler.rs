@@ -31,6 +31,10 @@ pub(super) struct Sampling {
     /// was (`samples_end`).
     resolved_upto: usize,
     resolved_at: SimTime,
+    /// Where `cut_samples` will cut, once that is known (`samples_end` on one thread;
+    /// in a split run, from what every partition said at a meeting before a long gap,
+    /// `Sim::resolved_here` and `Sampling::know_end`): no sample past it is taken.
+    known_end: Option<SimTime>,
 }
 
 /// A gap to the next event longer than this many intervals asks whether the samples
@@ -62,7 +66,64 @@ impl Sampling {
             runs_done_at: None,
             resolved_upto: 0,
             resolved_at: SimTime::ZERO,
+            known_end: None,
         }
+    }
+
+    /// Whether the gap from the next sample to `t` is long enough to ask where the
+    /// samples end (a split run's partitions all ask at the same meeting: they share
+    /// `t` and take the same samples).
+    pub fn long_gap_to(&self, t: SimTime) -> bool {
+        self.next != SimTime::MAX
+            && self.known_end.is_none()
+            && t.0.saturating_sub(self.next.0) > LONG_GAP * self.interval.0
+    }
+
+    /// A split run: every partition's word on the workload's flows, put together
+    /// (`Resolved::join`), gives where the samples end if it is known.
+    pub fn know_end(&mut self, all: &Resolved) {
+        if let (true, Some(runs)) = (all.every_flow(), all.runs_done_at) {
+            self.known_end = Some(self.cut_at(all.latest, all.any, runs));
+        }
+    }
+}
+
+/// What a partition's copy knows of the workload's flows and runs, for a split run's
+/// long gap (`Sim::resolved_here`): which flows it saw completed or failed (a flow is
+/// resolved where its requester or its last packet is, in one copy; the others keep it
+/// pending), the latest time one was, and when every collective and job was done by
+/// the next sample.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    bits: Vec<u64>,
+    flows: usize,
+    latest: SimTime,
+    any: bool,
+    runs_done_at: Option<SimTime>,
+}
+
+impl Resolved {
+    /// Every partition's word put together: a flow is resolved where any copy saw it
+    /// so. The latest time is the latest any copy saw, no earlier than the merged
+    /// records' (each takes the earliest of its copies'), so the samples stop no earlier
+    /// than the end of run's cut.
+    pub fn join(parts: &[Resolved]) -> Resolved {
+        let mut all = parts[0].clone();
+        for p in &parts[1..] {
+            for (a, b) in all.bits.iter_mut().zip(&p.bits) {
+                *a |= b;
+            }
+            all.latest = all.latest.max(p.latest);
+            all.runs_done_at = match (all.runs_done_at, p.runs_done_at) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        all
+    }
+
+    fn every_flow(&self) -> bool {
+        (0..self.flows).all(|i| self.bits[i / 64] >> (i % 64) & 1 == 1)
     }
 }
 
@@ -73,23 +134,64 @@ impl Sim {
     /// Over a long gap (a run whose workload is done, waiting for a stale timer: a queue
     /// pair's local ACK timeout is seconds away) the samples stop once they are past the
     /// point `cut_samples` will cut them at, so that they are never held: the same
-    /// samples are kept. One thread only (a partition's copies of other partitions'
-    /// flows are not kept up to date).
+    /// samples are kept. One thread asks its own records (`samples_end`); a split run's
+    /// partitions, whose copies of other partitions' flows are not kept up to date, put
+    /// their words together at the meeting before the gap (`resolved_here`,
+    /// `Sampling::know_end`), so that every partition stops at the same sample.
     #[inline]
     pub(super) fn sample_through(&mut self, t: SimTime) {
         while self.sampling.next <= t {
             let at = self.sampling.next;
             self.sample(at);
             self.sampling.next = at + self.sampling.interval;
-            let gap = t.0 - at.0;
-            if gap > LONG_GAP * self.sampling.interval.0 && self.part.is_none() {
-                if let Some(end) = self.samples_end() {
-                    if self.sampling.next > end {
-                        self.sampling.next = SimTime::MAX;
-                    }
-                }
+            if self.sampling.known_end.is_none()
+                && t.0 - at.0 > LONG_GAP * self.sampling.interval.0
+                && self.part.is_none()
+            {
+                self.sampling.known_end = self.samples_end();
+            }
+            if self
+                .sampling
+                .known_end
+                .is_some_and(|end| self.sampling.next > end)
+            {
+                self.sampling.next = SimTime::MAX;
             }
         }
+    }
+
+    /// A split run's partition, at a meeting before a long gap: what its copy knows of
+    /// the workload's flows (every one of them, resolved here or not) and the runs.
+    pub(super) fn resolved_here(&self) -> Resolved {
+        let workload = (self.slots.base() as usize).min(self.flows.len());
+        let mut r = Resolved {
+            bits: vec![0; workload.div_ceil(64)],
+            flows: workload,
+            latest: SimTime::ZERO,
+            any: false,
+            runs_done_at: self
+                .sampling
+                .runs_done_at
+                .or_else(|| self.runs_done().then_some(self.sampling.next)),
+        };
+        for (i, f) in self.flows[..workload].iter().enumerate() {
+            let at = if f.coll.is_some() {
+                Some(SimTime::ZERO)
+            } else {
+                r.any = true;
+                resolved_at(f)
+            };
+            if let Some(at) = at {
+                r.bits[i / 64] |= 1 << (i % 64);
+                r.latest = r.latest.max(at);
+            }
+        }
+        r
+    }
+
+    /// Every collective and training job is done.
+    fn runs_done(&self) -> bool {
+        self.colls.iter().all(|c| c.is_done()) && self.jobs.iter().all(|j| j.run.is_done())
     }
 
     /// Where `cut_samples` cuts, if that is known now: every workload flow completed or
@@ -122,10 +224,7 @@ impl Sim {
         let Some(ts) = &self.sc.timeseries else {
             return;
         };
-        if self.sampling.runs_done_at.is_none()
-            && self.colls.iter().all(|c| c.is_done())
-            && self.jobs.iter().all(|j| j.run.is_done())
-        {
+        if self.sampling.runs_done_at.is_none() && self.runs_done() {
             self.sampling.runs_done_at = Some(now);
         }
         let part = self.part.as_deref();

@@ -194,28 +194,38 @@ fn credits_kept_on_their_way_back_to_a_hosts_port_change_nothing_but_the_event_c
 /// local ACK timer, 67 ms after the workload is done (`timeout: 14`): the samples past
 /// the workload's end, which the end of the run cuts, are not taken (before, all 67
 /// thousand intervals were sampled and held first: with the default timeout, 4.3 s,
-/// a 50 ns interval held 6 GiB). The samples kept are the same either way.
+/// a 50 ns interval held 6 GiB). The samples kept are the same either way, and the same
+/// split over two threads, whose partitions say at the meeting before the gap which
+/// flows they saw resolved (before, a split run sampled the whole gap: a 1 us interval
+/// and the default timeout held 2.9 GB).
 #[test]
 fn a_time_series_stops_where_the_run_would_cut_it() {
     let yaml = "name: t\nseed: 1\n\
         topology: { leaves: 2, spines: 2, hosts_per_leaf: 4, \
         host_link: { rate: 400Gbps, latency: 100ns }, fabric_link: { rate: 400Gbps, latency: 300ns } }\n\
         transport: { mode: rc, rc: { timeout: 14 } }\n\
-        timeseries: { interval: 1us, ports: [\"host0->leaf0\"], flows: [0] }\n\
-        workload:\n  - flows: [ { src: 0, dst: 4, size: 64KB }, { src: 3, dst: 6, size: 32KB, start: 2us } ]\n";
+        timeseries: { interval: 1us, ports: [\"host0->leaf0\", \"leaf0->spine0#0\"], flows: [0, 1] }\n\
+        workload:\n  - flows: [ { src: 0, dst: 4, size: 64KB }, { src: 3, dst: 6, size: 32KB, start: 2us }, \
+        { src: 5, dst: 1, size: 128KB } ]\n";
     let sc = parse(yaml);
-    let out = Sim::new(&sc).run();
-    let kept = out.samples.len();
-    assert!(kept > 0, "no samples");
-    let last = out.samples.iter().map(|s| s.time).max().unwrap();
-    assert!(
-        last.0 < 20_000_000,
-        "samples up to {last}: past the workload's end"
-    );
-    // What was taken: `retain` keeps the peak's capacity.
-    assert!(
-        out.samples.capacity() < 20 * kept,
-        "{} samples held for {kept} kept",
-        out.samples.capacity()
-    );
+    let one = Sim::new(&sc).run();
+    let split = super::parallel::run(&sc, 2, 0).expect("split over two threads");
+    assert_eq!(split.threads, 2);
+    assert_eq!(one.samples, split.samples, "the samples kept");
+    for (out, how) in [(&one, "one thread"), (&split, "two threads")] {
+        let kept = out.samples.len();
+        assert!(kept > 0, "{how}: no samples");
+        let last = out.samples.iter().map(|s| s.time).max().unwrap();
+        assert!(
+            last.0 < 20_000_000,
+            "{how}: samples up to {last}: past the workload's end"
+        );
+        // What was taken: `retain` keeps the peak's capacity, and so does the split's
+        // merge (the first partition's vector).
+        assert!(
+            out.samples.capacity() < 20 * kept,
+            "{how}: {} samples held for {kept} kept",
+            out.samples.capacity()
+        );
+    }
 }
