@@ -118,6 +118,17 @@ impl HostPipeline {
         self.send_cqes_counted_to = self.send_cqes_counted_to.max(at);
     }
 
+    /// The latest sender's CQE computed ahead that is due by `by` or was counted, or
+    /// zero: what [`Self::settle_send_cqes`] will return, read without counting (the
+    /// run's last samples are taken up to it first, as its wake-up would have).
+    pub fn send_cqes_end(&self, by: SimTime) -> SimTime {
+        self.msgs
+            .iter()
+            .filter(|m| m.send_cqe != 0 && m.send_cqe <= by.0)
+            .map(|m| SimTime(m.send_cqe))
+            .fold(self.send_cqes_counted_to, SimTime::max)
+    }
+
     /// At the end of a run: counts the senders' CQEs computed ahead that are due by
     /// `by` (the run's time limit, the time it stopped at, or without either every one)
     /// and returns the latest counted in the run (it lasted until then: a split run may

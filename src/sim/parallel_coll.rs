@@ -267,12 +267,14 @@ impl Sim {
     /// than the lookahead) cannot follow one thread: the run is marked diverged.
     pub(super) fn end_iterations(&mut self, ends: &[Option<SimTime>]) -> Option<u64> {
         let mut first: Option<u64> = None;
+        let mut latest: Option<SimTime> = None;
         for (run, end) in ends.iter().enumerate() {
             let Some(at) = *end else {
                 continue;
             };
             let r = &mut self.colls[run];
             r.end_iteration(at);
+            latest = latest.max(Some(at));
             if let Some(wake) = r.take_wake() {
                 let part = self.part.as_deref_mut().expect("a partition");
                 if wake < part.window_end {
@@ -284,6 +286,9 @@ impl Sim {
                     .schedule(wake, self.src.run(run), Event::CollWake { run });
                 first = Some(first.map_or(wake.0, |f| f.min(wake.0)));
             }
+        }
+        if let (Some(at), true) = (latest, self.runs_done()) {
+            self.sampling.runs_ended_at(at);
         }
         first
     }

@@ -20,12 +20,7 @@ fn merge_samples(sims: &mut [Sim], plan: &Plan) -> Vec<Sample> {
     let ends: Vec<(u32, u32)> = ts
         .flows
         .iter()
-        .map(|&f| {
-            (
-                sims[0].flows[f as usize].def.src,
-                sims[0].flows[f as usize].def.dst,
-            )
-        })
+        .map(|&f| (sims[0].rate_host(f), sims[0].flows[f as usize].def.dst))
         .collect();
     let copies = sims
         .iter_mut()
@@ -36,8 +31,12 @@ fn merge_samples(sims: &mut [Sim], plan: &Plan) -> Vec<Sample> {
         (if object < ports {
             plan.sender(ts.ports[object as usize])
         } else {
-            let (src, dst) = ends[(object - ports) as usize];
-            plan.host(if metric == Metric::RateGbps { src } else { dst })
+            let (rate, dst) = ends[(object - ports) as usize];
+            plan.host(if metric == Metric::RateGbps {
+                rate
+            } else {
+                dst
+            })
         }) as usize
     })
 }

@@ -23,8 +23,8 @@ pub(super) struct Sampling {
     /// The next sample's time; `SimTime::MAX` without a time series.
     pub next: SimTime,
     interval: SimDuration,
-    /// The first sample at which every collective and training job was done (a split
-    /// run has none: from the first).
+    /// The first sample at which every collective and training job was done (in a
+    /// split run, set at the meeting that ends the last iteration: `runs_ended_at`).
     runs_done_at: Option<SimTime>,
     /// The workload's flows before this one are all completed or failed (a cursor that
     /// only moves forward: a resolved flow stays so), and the latest time one of them
@@ -46,13 +46,27 @@ impl Sampling {
     /// there were some) and every collective and job done at `runs`: the first sample
     /// after the last flow was done, or when the runs were.
     fn cut_at(&self, flows: SimTime, any: bool, runs: SimTime) -> SimTime {
-        let iv = self.interval.0;
         let first_after = if any {
-            SimTime((flows.0 / iv + 1) * iv)
+            self.first_after(flows)
         } else {
             SimTime::ZERO
         };
         first_after.max(runs)
+    }
+
+    /// The first sample that sees an event at `t` (a sample sees the events before it).
+    fn first_after(&self, t: SimTime) -> SimTime {
+        let iv = self.interval.0;
+        SimTime((t.0 / iv + 1) * iv)
+    }
+
+    /// A split run's meeting ended the last collective's last iteration at `at`: every
+    /// run is done from the first sample after it, as on one thread, where the sample
+    /// would see it (a partition's samples in the window before the meeting did not).
+    pub fn runs_ended_at(&mut self, at: SimTime) {
+        if self.runs_done_at.is_none() && self.next != SimTime::MAX {
+            self.runs_done_at = Some(self.first_after(at));
+        }
     }
 
     pub fn new(interval: Option<SimDuration>) -> Sampling {
@@ -189,8 +203,21 @@ impl Sim {
         r
     }
 
+    /// The host whose partition samples flow `f`'s rate: its requester's under RC
+    /// (its congestion control, and the completion it learns of), its receiver's for
+    /// bare packets (a bare flow is done where its last packet lands, and its sender's
+    /// copy never hears of it).
+    pub(super) fn rate_host(&self, f: u32) -> u32 {
+        let def = &self.flows[f as usize].def;
+        if self.rc.is_none() || self.flows[f as usize].raw {
+            def.dst
+        } else {
+            def.src
+        }
+    }
+
     /// Every collective and training job is done.
-    fn runs_done(&self) -> bool {
+    pub(super) fn runs_done(&self) -> bool {
         self.colls.iter().all(|c| c.is_done()) && self.jobs.iter().all(|j| j.run.is_done())
     }
 
@@ -252,9 +279,10 @@ impl Sim {
         let read = self.rc.as_ref().is_some_and(|r| r.operation == Op::Read);
         for &f in &ts.flows {
             let flow = &self.flows[f as usize];
-            // The rate is the requester's (its congestion control moves on when read):
-            // only its partition reads it.
-            let mine = part.map_or(true, |p| p.plan.host(flow.def.src) == p.me);
+            // The rate is the requester's (its congestion control moves on when read),
+            // or for bare packets the line's until the last one lands: only the
+            // partition that knows it reads it (`rate_host`).
+            let mine = part.map_or(true, |p| p.plan.host(self.rate_host(f)) == p.me);
             let live_qp = flow.qp != NO_QP
                 && !self.qps[flow.qp as usize].dead
                 && self.qps[flow.qp as usize].gen == flow.qp_gen;

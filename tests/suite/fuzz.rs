@@ -8,9 +8,14 @@
 //! - `fuzz::long_run` (ignored): `DOORBELL_FUZZ_CASES=10000 DOORBELL_FUZZ_SEED=7 cargo
 //!   test --release --test suite fuzz::long_run -- --ignored --nocapture`
 //!   (`DOORBELL_SWEEP_MIN=1` too: collective transfers retire as early as they can);
+//! - `fuzz::split_slice` and `fuzz::long_split` (ignored): each case on one thread and
+//!   split over two and three threads (`run --threads`), with a time series added: the
+//!   same summary, samples and flows (`DOORBELL_FUZZ_CASES=5000 DOORBELL_FUZZ_SEED=11
+//!   cargo test --release --test suite fuzz::long_split -- --ignored --nocapture`);
 //! - `fuzz::regressions`: every case the fuzzing ever found, kept in
 //!   `tests/fuzz-regressions/` (a first line `# expect: refused` means validation must
-//!   now refuse it; otherwise it must run with every invariant held).
+//!   now refuse it; otherwise it must run with every invariant held, and the same split
+//!   over threads).
 //!
 //! A case that validation refuses is skipped (the generator aims at valid input; the
 //! robustness tests cover refusals); one that panics, breaks an invariant, differs
@@ -288,6 +293,107 @@ fn check(yaml: &str, twice: bool, max_events: u64) -> Result<Case, String> {
     Ok(Case::Ran)
 }
 
+/// What one case split over threads did.
+enum Split {
+    /// Validation refused it, or the split does not take it (`plan_threads` says why).
+    NotSplit,
+    /// It ran split and wrote what one thread does.
+    Same,
+}
+
+/// Runs one case on one thread and split over two and three threads (where the split
+/// takes it), with a time series of the first host's port and the first flow every
+/// microsecond added where the case has none: the same summary (every figure, `events`
+/// too), the same samples and each flow's bytes and times, or an error naming what
+/// differs.
+fn check_split(yaml: &str) -> Result<Split, String> {
+    let with_series =
+        format!("{yaml}timeseries: {{ interval: 1us, ports: [\"host0->leaf0\"], flows: [0] }}\n");
+    let parse = |y: &str| parse_str(y, "fuzz.yaml", "fuzz", &Overrides::default()).ok();
+    let Some(sc) = parse(&with_series).or_else(|| parse(yaml)) else {
+        return Ok(Split::NotSplit);
+    };
+    let caught = |f: &dyn Fn() -> Option<doorbell::sim::RunOutput>| {
+        catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+    };
+    let one = caught(&|| Some(run(&sc)))
+        .map_err(|m| format!("panicked: {m}"))?
+        .expect("one thread runs");
+    let summary = |o: &doorbell::sim::RunOutput| serde_json::to_string(&summarize(&sc, o)).unwrap();
+    let mut result = Split::NotSplit;
+    for threads in [2, 3] {
+        let Some(split) = caught(&|| doorbell::sim::run_split(&sc, threads).ok())
+            .map_err(|m| format!("panicked split over {threads} threads: {m}"))?
+        else {
+            continue;
+        };
+        if summary(&one) != summary(&split) {
+            return Err(format!(
+                "summary.json differs split over {threads} threads:\n{}\n{}",
+                summary(&one),
+                summary(&split)
+            ));
+        }
+        if one.samples != split.samples {
+            let at = one
+                .samples
+                .iter()
+                .zip(&split.samples)
+                .position(|(a, b)| a != b);
+            return Err(format!(
+                "the time series differs split over {threads} threads ({} and {} samples; \
+                 first difference at {at:?})",
+                one.samples.len(),
+                split.samples.len()
+            ));
+        }
+        if flows(&one) != flows(&split) {
+            return Err(format!("the flows differ split over {threads} threads"));
+        }
+        result = Split::Same;
+    }
+    Ok(result)
+}
+
+/// Each workload flow's number, bytes, retransmissions, times and outcome (a
+/// collective's transfer records retire at different moments on one thread and split,
+/// `DOORBELL_SWEEP_MIN`; what they leave behind is in the summary).
+fn flows(o: &doorbell::sim::RunOutput) -> Vec<String> {
+    o.flows
+        .iter()
+        .filter(|f| f.coll.is_none())
+        .map(|f| {
+            format!(
+                "{} {} {} {:?} {:?} {:?} {:?}",
+                f.num, f.delivered, f.retransmissions, f.landed, f.finish, f.failed_at, f.outcome
+            )
+        })
+        .collect()
+}
+/// `cases` cases from `seed`, each run on one thread and split over two
+/// (`check_split`): how many split.
+fn fuzz_split(seed: u64, cases: u32, progress: bool) -> u32 {
+    let mut r = StdRng::seed_from_u64(seed);
+    let mut split = 0;
+    for i in 0..cases {
+        let yaml = generate(&mut r);
+        if progress {
+            eprintln!("case {i}");
+        }
+        match check_split(&yaml) {
+            Ok(Split::Same) => split += 1,
+            Ok(Split::NotSplit) => {}
+            Err(e) => panic!("fuzz case {i} (seed {seed}): {e}\n{yaml}"),
+        }
+    }
+    split
+}
+
 fn fuzz(seed: u64, cases: u32, max_events: u64, progress: bool) -> (u32, u32) {
     let mut r = StdRng::seed_from_u64(seed);
     let (mut ran, mut refused) = (0, 0);
@@ -318,6 +424,44 @@ fn ci_slice() {
     );
 }
 
+/// `DOORBELL_SWEEP_MIN=1`: retire finished transfers as early as they can go, so the
+/// cases check retirement too (invariants, two runs alike, one thread and split alike).
+fn sweep_min_from_env() {
+    if let Ok(n) = std::env::var("DOORBELL_SWEEP_MIN") {
+        doorbell::sim::retire::set_sweep_min(n.parse().expect("DOORBELL_SWEEP_MIN"));
+    }
+}
+
+/// 1,000 cases from seed 2, each on one thread and split over two threads where the
+/// split takes it (`run --threads 2`): the same bytes. About a quarter split (the others
+/// have one leaf, planes, or what `plan_threads` leaves out).
+#[test]
+fn split_slice() {
+    let split = fuzz_split(2, 1000, false);
+    println!("fuzz split slice: {split} of 1000 split");
+    assert!(split >= 150, "only {split} of 1000 cases split");
+}
+
+/// `DOORBELL_FUZZ_CASES=2000 DOORBELL_FUZZ_SEED=7 cargo test --release --test suite
+/// fuzz::long_split -- --ignored --nocapture`.
+#[test]
+#[ignore = "long: run on demand"]
+fn long_split() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (cases, seed) = (
+        env("DOORBELL_FUZZ_CASES", 2_000),
+        env("DOORBELL_FUZZ_SEED", 7),
+    );
+    sweep_min_from_env();
+    let split = fuzz_split(seed, cases as u32, true);
+    println!("fuzz split seed {seed}: {split} of {cases} split, all the same");
+}
+
 #[test]
 #[ignore = "long: run on demand"]
 fn long_run() {
@@ -331,11 +475,7 @@ fn long_run() {
         env("DOORBELL_FUZZ_CASES", 10_000),
         env("DOORBELL_FUZZ_SEED", 7),
     );
-    // `DOORBELL_SWEEP_MIN=1`: retire finished transfers as early as they can go, so the
-    // cases check retirement too (invariants, and two runs alike).
-    if let Ok(n) = std::env::var("DOORBELL_SWEEP_MIN") {
-        doorbell::sim::retire::set_sweep_min(n.parse().expect("DOORBELL_SWEEP_MIN"));
-    }
+    sweep_min_from_env();
     let (ran, refused) = fuzz(seed, cases as u32, 50_000_000, true);
     println!("fuzz seed {seed}: {ran} ran, {refused} refused, no failure");
 }
@@ -362,6 +502,11 @@ fn regressions() {
                 if refuse { "a refusal" } else { "a run" }
             ),
             Err(e) => panic!("{}: {e}", f.display()),
+        }
+        // Split over threads too, where the split takes it (the `split-` cases were
+        // found by `long_split`).
+        if let Err(e) = check_split(&yaml) {
+            panic!("{}: {e}", f.display());
         }
     }
 }
