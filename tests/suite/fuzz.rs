@@ -424,12 +424,24 @@ fn ci_slice() {
     );
 }
 
-/// `DOORBELL_SWEEP_MIN=1`: retire finished transfers as early as they can go, so the
-/// cases check retirement too (invariants, two runs alike, one thread and split alike).
-fn sweep_min_from_env() {
+/// A long run's cases and seed (`DOORBELL_FUZZ_CASES`, default `cases`;
+/// `DOORBELL_FUZZ_SEED`, default 7). `DOORBELL_SWEEP_MIN=1` retires finished transfers as
+/// early as they can go, so the cases check retirement too (invariants, two runs alike,
+/// one thread and split alike).
+fn long_run_settings(cases: u32) -> (u32, u64) {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
     if let Ok(n) = std::env::var("DOORBELL_SWEEP_MIN") {
         doorbell::sim::retire::set_sweep_min(n.parse().expect("DOORBELL_SWEEP_MIN"));
     }
+    (
+        env("DOORBELL_FUZZ_CASES", cases as u64) as u32,
+        env("DOORBELL_FUZZ_SEED", 7),
+    )
 }
 
 /// 1,000 cases from seed 2 (200 in a debug build, which `.ci/run` runs again), each on
@@ -452,36 +464,16 @@ fn split_slice() {
 #[test]
 #[ignore = "long: run on demand"]
 fn long_split() {
-    let env = |k: &str, d: u64| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
-    let (cases, seed) = (
-        env("DOORBELL_FUZZ_CASES", 2_000),
-        env("DOORBELL_FUZZ_SEED", 7),
-    );
-    sweep_min_from_env();
-    let split = fuzz_split(seed, cases as u32, true);
+    let (cases, seed) = long_run_settings(2_000);
+    let split = fuzz_split(seed, cases, true);
     println!("fuzz split seed {seed}: {split} of {cases} split, all the same");
 }
 
 #[test]
 #[ignore = "long: run on demand"]
 fn long_run() {
-    let env = |k: &str, d: u64| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
-    let (cases, seed) = (
-        env("DOORBELL_FUZZ_CASES", 10_000),
-        env("DOORBELL_FUZZ_SEED", 7),
-    );
-    sweep_min_from_env();
-    let (ran, refused) = fuzz(seed, cases as u32, 50_000_000, true);
+    let (cases, seed) = long_run_settings(10_000);
+    let (ran, refused) = fuzz(seed, cases, 50_000_000, true);
     println!("fuzz seed {seed}: {ran} ran, {refused} refused, no failure");
 }
 
