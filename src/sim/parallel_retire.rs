@@ -151,6 +151,12 @@ impl Sim {
             .collect();
         let mut named = Vec::new();
         self.pool.for_each_live(|p| named.push(p.flow));
+        // A live queue pair names its `read_flow` in what it sends unasked (a READ's
+        // responses, a selective NAK), as `retire::sweep` counts on one thread: before
+        // stop 65 a split run retired it, and a later selective NAK named the slot's
+        // next record, another queue pair's (found by `fuzz::long_split` with
+        // `DOORBELL_SWEEP_MIN=1`).
+        named.extend(self.qps.iter().filter(|q| !q.dead).map(|q| q.read_flow));
         named.sort_unstable();
         named.dedup();
         (candidates, named)

@@ -958,3 +958,34 @@ fn a_split_follows_the_expected_work() {
         );
     }
 }
+
+/// A ring's transfers under out-of-order RC with selective NAKs and spraying, retired as
+/// early as they can go (`DOORBELL_SWEEP_MIN=1`): a queue pair's selective NAKs name the
+/// transfer that opened it (`read_flow`), so a split run keeps that record while the
+/// queue pair lives, as one thread does. Before stop 65 it retired it, a later NAK named
+/// the slot's next record, another queue pair's, and the run went otherwise (found by
+/// `fuzz::long_split`, seed 13, case 1524).
+#[test]
+fn retired_transfers_keep_the_record_a_queue_pair_names() {
+    let (dir, sc) = scenario_file(
+        "retire-read-flow",
+        "name: retire-read-flow\nseed: 20482\nduration: 2ms\n\
+         topology: { leaves: 3, spines: 2, hosts_per_leaf: [3, 3, 2], \
+         host_link: { rate: 1Gbps, latency: 10us }, fabric_link: { rate: 10Gbps, latency: 1ns } }\n\
+         switch: { latency: 150ns, forwarding: store_and_forward, buffer: 4MiB, alpha: 0.0625 }\n\
+         packet: { mtu: 4096B, encapsulation: ib }\nrouting: spray\nflow_control: { mode: lossy }\n\
+         transport: { mode: rc, rc: { operation: send, timeout: 0, retry_cnt: 2, window_packets: 48, \
+         ack_every: 8, connections: per_host_pair, out_of_order: true, reorder_timeout: 20us, \
+         selective_nak: true, recv_queue_depth: 4 } }\n\
+         timeseries: { interval: 1us, ports: [\"host0->leaf0\"], flows: [0] }\n\
+         workload:\n  - poisson: { load: 0.5, sizes: { uniform: [1B, 64KiB] }, until: 200us, \
+         src_hosts: [0], dst_hosts: [1] }\n  \
+         - collective: { op: allreduce, algorithm: ring, size: 64KiB, iters: 1, warmup_iters: 0, channels: 1 }\n",
+    );
+    let [two, three] =
+        same_bytes_at_1_2_3_env("retire-read-flow", &sc, &[], &[("DOORBELL_SWEEP_MIN", "1")]);
+    // Two spines: at most two partitions.
+    assert_eq!(two, ["2"], "{two:?}");
+    assert_eq!(three, ["2"], "{three:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
