@@ -302,15 +302,20 @@ enum Split {
 }
 
 /// Runs one case on one thread and split over two and three threads (where the split
-/// takes it), with a time series of the first host's port and the first flow every
-/// microsecond added where the case has none: the same summary (every figure, `events`
-/// too), the same samples and each flow's bytes and times, or an error naming what
-/// differs.
+/// takes it), with a time series added every microsecond (the first host's port, leaf
+/// 0's port to spine 0 and spine 0's to leaf 1 where the fabric has them, and the first
+/// flow): the same summary (every figure, `events` too), the same samples and each
+/// workload flow's bytes and times, or an error naming what differs.
 fn check_split(yaml: &str) -> Result<Split, String> {
-    let with_series =
-        format!("{yaml}timeseries: {{ interval: 1us, ports: [\"host0->leaf0\"], flows: [0] }}\n");
+    let series = |ports: &str| {
+        format!("{yaml}timeseries: {{ interval: 1us, ports: [{ports}], flows: [0] }}\n")
+    };
     let parse = |y: &str| parse_str(y, "fuzz.yaml", "fuzz", &Overrides::default()).ok();
-    let Some(sc) = parse(&with_series).or_else(|| parse(yaml)) else {
+    let Some(sc) = parse(&series(
+        "\"host0->leaf0\", \"leaf0->spine0#0\", \"spine0->leaf1#0\"",
+    ))
+    .or_else(|| parse(&series("\"host0->leaf0\"")))
+    .or_else(|| parse(yaml)) else {
         return Ok(Split::NotSplit);
     };
     let caught = |f: &dyn Fn() -> Option<doorbell::sim::RunOutput>| {
