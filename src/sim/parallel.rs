@@ -638,9 +638,7 @@ struct Shared {
     /// could not follow the one-thread order; and why.
     cut: AtomicBool,
     why: Mutex<Option<&'static str>>,
-    /// `resolved[i]`: what partition `i` knows of the workload's flows at a meeting
-    /// before a long gap with a time series (`sampler::Resolved`); read after a second
-    /// wait at that meeting, written again only at a later one.
+    /// `resolved[i]`: partition `i`'s word before a long gap (`sampler::Resolved`).
     resolved: Vec<Mutex<Resolved>>,
 }
 
@@ -879,20 +877,15 @@ pub fn run(
                             part.sweep = Some(candidates);
                             part.named = named;
                         }
-                        // A time series over a long gap to the next event (or to the
-                        // end of a run its duration cuts short): the samples stop where
-                        // the end of run will cut them, if every partition's word says
-                        // where that is (one thread asks its own copy: `sample_through`).
-                        // Every partition has taken the same samples and reads the same
-                        // `t`, so all wait here a second time, or none.
+                        // A time series' long gap: the partitions agree where the
+                        // samples end (`Sampling::know_end`); all have the same samples
+                        // and `t`, so all wait here a second time, or none.
                         if t != u64::MAX && sim.sampling.long_gap_to(SimTime(t.min(limit.0))) {
                             *lock(&shared.resolved[m]) = sim.resolved_here();
                             if !shared.barrier.wait(&mut budget) {
                                 break false;
                             }
-                            let all: Vec<Resolved> =
-                                shared.resolved.iter().map(|r| lock(r).clone()).collect();
-                            sim.sampling.know_end(&Resolved::join(&all));
+                            sim.sampling.know_end(&Resolved::join(&shared.resolved));
                         }
                         // The run ends at this meeting (every partition reads the same
                         // `t`) only now, with the last window's logs merged and its mail

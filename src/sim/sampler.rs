@@ -121,9 +121,10 @@ impl Resolved {
     /// so. The latest time is the latest any copy saw, no earlier than the merged
     /// records' (each takes the earliest of its copies'), so the samples stop no earlier
     /// than the end of run's cut.
-    pub fn join(parts: &[Resolved]) -> Resolved {
-        let mut all = parts[0].clone();
+    pub fn join(parts: &[std::sync::Mutex<Resolved>]) -> Resolved {
+        let mut all = super::window::lock(&parts[0]).clone();
         for p in &parts[1..] {
+            let p = super::window::lock(p);
             for (a, b) in all.bits.iter_mut().zip(&p.bits) {
                 *a |= b;
             }
