@@ -243,6 +243,115 @@ pub fn generate(r: &mut StdRng) -> String {
     y
 }
 
+/// One GPU cluster, as a collective's user would write it: servers of GPUs and NICs
+/// (packed or rail-wired), the host model in every posting mode (batched doorbells,
+/// BlueFlame, inline data, few DMA read slots, interrupts), and one or two collectives
+/// (rings, trees or the tuner's choice, every protocol, several channels, queue pairs
+/// per connection, PXN), sometimes beside a stream of messages. `generate` leaves the
+/// host model out of collectives; this is the split fuzzer's second source
+/// (`fuzz::split_cluster_slice`).
+pub fn generate_cluster(r: &mut StdRng) -> String {
+    let nics = *pick(r, &[1u32, 2, 4]);
+    let gpus = (nics * *pick(r, &[1u32, 2]))
+        .max(*pick(r, &[1u32, 2, 8]))
+        .min(8);
+    let servers_per_leaf = r.gen_range(1..=2u32);
+    let wiring = *pick(r, &["packed", "rail"]);
+    // A whole number of servers on each leaf (packed) or on the fabric (rail).
+    let hosts_per_leaf = servers_per_leaf * nics;
+    let leaves = r.gen_range(2..=4u32);
+    let spines = r.gen_range(2..=3u32);
+    let mut y = format!(
+        "seed: {}\nduration: 2ms\ntopology: {{ leaves: {leaves}, spines: {spines}, hosts_per_leaf: {hosts_per_leaf}, host_link: {{ rate: {}, latency: {} }}, fabric_link: {{ rate: {}, latency: {} }} }}\n",
+        r.gen::<u16>(),
+        pick(r, &["25Gbps", "100Gbps", "400Gbps"]),
+        pick(r, &["100ns", "1us"]),
+        pick(r, &["25Gbps", "100Gbps", "400Gbps"]),
+        pick(r, &["100ns", "1us"]),
+    );
+    let fc = *pick(r, &["ib_credit", "ib_credit", "pfc", "lossy"]);
+    y += &format!(
+        "switch: {{ latency: {}, forwarding: {}, buffer: {} }}\n",
+        pick(r, &["0ns", "300ns"]),
+        pick(r, &["store_and_forward", "cut_through"]),
+        // PFC's headroom for fast long links needs the larger buffer.
+        if fc == "pfc" {
+            "16MiB"
+        } else {
+            pick(r, &["256KB", "4MiB"])
+        },
+    );
+    y += &format!(
+        "packet: {{ mtu: {}, encapsulation: ib }}\nrouting: {}\nflow_control: {{ mode: {fc} }}\n",
+        pick(r, &["1024B", "4096B"]),
+        pick(r, &["ecmp", "spray", "adaptive", "flowlet"]),
+    );
+    y += &format!(
+        "transport: {{ mode: rc, rc: {{ timeout: {}, window_packets: {}, ack_every: {} }} }}\n",
+        pick(r, &[8, 14, 20]),
+        pick(r, &[4, 64]),
+        pick(r, &[1, 4]),
+    );
+    if r.gen_bool(0.2) {
+        y += &format!(
+            "faults: {{ drop_probability: {} }}\n",
+            pick(r, &["0.0001", "0.01"])
+        );
+    }
+    y += &format!(
+        "host: {{ gpus_per_host: {gpus}, nics_per_host: {nics}, wiring: {wiring}, posting: {}, memory: {}, completion: {}, doorbell_batch: {}, blueflame: {}, inline_max: {}, posting_threads: {}, nic: {{ max_outstanding_reads: {} }} }}\n",
+        pick(r, &["cpu", "cpu_gdr", "cpu_proxy", "cpu_proxy", "gpu"]),
+        pick(r, &["gpu", "gpu", "host"]),
+        pick(r, &["poll", "poll", "interrupt"]),
+        pick(r, &[1, 1, 2, 4]),
+        r.gen_bool(0.3),
+        pick(r, &["0B", "0B", "64B", "256B"]),
+        pick(r, &[1, 1, 2]),
+        pick(r, &[1, 2, 64, 64]),
+    );
+    y += "workload:\n";
+    for _ in 0..r.gen_range(1..=2) {
+        let op = *pick(
+            r,
+            &[
+                "allreduce",
+                "allreduce",
+                "allgather",
+                "reduce_scatter",
+                "broadcast",
+            ],
+        );
+        // Trees run allreduce only.
+        let algorithm = if op == "allreduce" {
+            *pick(r, &["ring", "ring", "tree", "auto"])
+        } else {
+            "ring"
+        };
+        y += &format!(
+            "  - collective: {{ op: {op}, algorithm: {algorithm}, protocol: {}, size: {}, iters: {}, warmup_iters: {}, channels: {}, placement: {}, pxn: {}, qps_per_connection: {}, split_data_on_qps: {}, start: {} }}\n",
+            pick(r, &["simple", "ll", "ll128", "auto"]),
+            pick(r, &["1KiB", "16KiB", "256KiB"]),
+            r.gen_range(1..=2),
+            r.gen_range(0..=1),
+            r.gen_range(1..=4),
+            pick(r, &["packed", "packed", "striped"]),
+            r.gen_bool(0.7),
+            pick(r, &[1, 1, 2]),
+            r.gen_bool(0.3),
+            pick(r, &["0us", "5us"]),
+        );
+    }
+    if r.gen_bool(0.3) {
+        y += &format!(
+            "  - stream: {{ src: 0, dst: {}, size: {}, count: {}, interval: 1us }}\n",
+            leaves * hosts_per_leaf - 1,
+            pick(r, &["64B", "4KiB", "64KiB"]),
+            r.gen_range(1..=8),
+        );
+    }
+    y
+}
+
 /// What one case did.
 enum Case {
     Refused,
@@ -380,13 +489,25 @@ fn flows(o: &doorbell::sim::RunOutput) -> Vec<String> {
         })
         .collect()
 }
-/// `cases` cases from `seed`, each run on one thread and split over two
-/// (`check_split`): how many split.
-fn fuzz_split(seed: u64, cases: u32, progress: bool) -> u32 {
+/// A source of cases: `generate` or `generate_cluster`.
+type Generator = fn(&mut StdRng) -> String;
+
+/// The generator a long run or `print_case` draws from: `generate_cluster` when
+/// `DOORBELL_FUZZ_GEN=cluster`, else `generate`.
+fn chosen_generator() -> Generator {
+    match std::env::var("DOORBELL_FUZZ_GEN").as_deref() {
+        Ok("cluster") => generate_cluster,
+        _ => generate,
+    }
+}
+
+/// `cases` cases of `gen` from `seed`, each run on one thread and split over two and
+/// three threads (`check_split`): how many split.
+fn fuzz_split(gen: Generator, seed: u64, cases: u32, progress: bool) -> u32 {
     let mut r = StdRng::seed_from_u64(seed);
     let mut split = 0;
     for i in 0..cases {
-        let yaml = generate(&mut r);
+        let yaml = gen(&mut r);
         if progress {
             eprintln!("case {i}");
         }
@@ -456,12 +577,23 @@ fn long_run_settings(cases: u32) -> (u32, u64) {
 #[test]
 fn split_slice() {
     let cases = if cfg!(debug_assertions) { 200 } else { 1000 };
-    let split = fuzz_split(2, cases, false);
+    let split = fuzz_split(generate, 2, cases, false);
     println!("fuzz split slice: {split} of {cases} split");
     assert!(
         split >= cases * 3 / 20,
         "only {split} of {cases} cases split"
     );
+}
+
+/// CLUSTER_CASES GPU clusters from seed 3 (`generate_cluster`; fewer in a debug build),
+/// each on one thread and split over threads where the split takes it: the same bytes,
+/// with the host model under the collectives.
+#[test]
+fn split_cluster_slice() {
+    let cases = if cfg!(debug_assertions) { 40 } else { 200 };
+    let split = fuzz_split(generate_cluster, 3, cases, false);
+    println!("fuzz split cluster slice: {split} of {cases} split");
+    assert!(split >= cases / 2, "only {split} of {cases} cases split");
 }
 
 /// `DOORBELL_FUZZ_CASES=2000 DOORBELL_FUZZ_SEED=7 cargo test --release --test suite
@@ -470,7 +602,7 @@ fn split_slice() {
 #[ignore = "long: run on demand"]
 fn long_split() {
     let (cases, seed) = long_run_settings(2_000);
-    let split = fuzz_split(seed, cases, true);
+    let split = fuzz_split(chosen_generator(), seed, cases, true);
     println!("fuzz split seed {seed}: {split} of {cases} split, all the same");
 }
 
@@ -526,9 +658,10 @@ fn print_case() {
             .unwrap_or(0)
     };
     let mut r = StdRng::seed_from_u64(env("DOORBELL_FUZZ_SEED"));
+    let gen = chosen_generator();
     let mut yaml = String::new();
     for _ in 0..=env("DOORBELL_FUZZ_CASE") {
-        yaml = generate(&mut r);
+        yaml = gen(&mut r);
     }
     println!("{yaml}");
 }
