@@ -79,6 +79,8 @@ pub const ST_PROCESSED: u8 = 3;
 pub const ST_PAYLOAD: u8 = 4;
 pub const ST_RECV_CQE: u8 = 5;
 pub const ST_SEND_CQE: u8 = 6;
+/// The work request is ready, its NIC's side computed at the hand-off (`host_nic_side.rs`).
+pub const ST_READY: u8 = 7;
 
 const NONE: FlowId = FlowId::MAX;
 
@@ -117,6 +119,9 @@ pub struct MsgTimes {
     /// A polling consumer's send CQE computed ahead (`send_completed`): its time (ps),
     /// counted at the first look at or after it (`count_send_cqe`); 0 when none waits.
     send_cqe: u64,
+    /// When the send engine is done with its WQE, for a NIC side computed at the
+    /// hand-off (`post_nic_side`; ps), else `u64::MAX`.
+    processed: u64,
     msg: Message,
 }
 
@@ -216,6 +221,9 @@ pub struct NicState {
     irq_busy_until: SimTime,
     irq_pending: VecDeque<(FlowId, bool)>,
     stats: NicStats,
+    /// The ready times (ps) of the messages whose NIC side was computed at the hand-off
+    /// and whose doorbell is not yet past (`post_nic_side`'s check of the read slots).
+    nic_side_ready: Vec<u64>,
 }
 
 /// Every NIC's host pipeline for a run.
@@ -237,6 +245,12 @@ pub struct HostPipeline {
     /// context and one WQE a doorbell (`post_folded`), a polling consumer's send CQE
     /// (`send_completed`); false only in tests that compare them with the steps.
     fold: bool,
+    /// The NIC's side of a send computed at the hand-off too (`host_nic_side.rs`): one
+    /// posting mode and one WQE fetch size.
+    nic_side: bool,
+    /// A NIC would have had more messages between doorbell and ready than read slots
+    /// (`nic_side_overflowed`).
+    overflowed: bool,
     /// The latest sender's CQE computed ahead and counted (`count_send_cqe`).
     send_cqes_counted_to: SimTime,
 }
@@ -351,11 +365,15 @@ impl HostPipeline {
                     irq_busy_until: SimTime::ZERO,
                     irq_pending: VecDeque::new(),
                     stats: NicStats::default(),
+                    nic_side_ready: Vec::new(),
                 }
             })
             .collect();
+        let modes: Vec<PostingMode> = posting.iter().map(|m| m.unwrap_or(cfg.posting)).collect();
         let mut p = HostPipeline {
-            modes: posting.iter().map(|m| m.unwrap_or(cfg.posting)).collect(),
+            nic_side: Self::nic_side_applies(&modes, cfg.blueflame, cfg.inline_max),
+            overflowed: false,
+            modes,
             cfg: cfg.clone(),
             nics,
             msgs: Vec::new(),
@@ -408,6 +426,7 @@ impl HostPipeline {
             mode: self.cfg.posting,
             send_open: false,
             send_cqe: 0,
+            processed: u64::MAX,
             msg,
         }
     }
@@ -752,6 +771,7 @@ impl HostPipeline {
             }
             ST_RECV_CQE => self.on_cqe(now, flow, true, out),
             ST_SEND_CQE => self.on_cqe(now, flow, false, out),
+            ST_READY => self.nic_side_ready(now, flow, out),
             _ => unreachable!("unknown flow stage {stage}"),
         }
     }
@@ -943,4 +963,7 @@ mod merge;
 
 #[path = "host_posting.rs"]
 mod posting;
+
+#[path = "host_nic_side.rs"]
+mod nic_side;
 pub use merge::merge_sides;

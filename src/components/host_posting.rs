@@ -54,6 +54,10 @@ impl HostPipeline {
         m.t[T_RUNG] = rung.0;
         m.batch_len = 1;
         m.next_in_batch = NONE;
+        if self.folds_nic_side(mode) {
+            self.post_nic_side(flow, rung + latency + extra, out);
+            return;
+        }
         out.push(HostAction::Wake {
             at: rung + latency + extra,
             nic: msg.src,
@@ -106,6 +110,9 @@ impl HostPipeline {
     /// context had done by then, as the stepped posting would have.
     pub fn settle_posting(&mut self, end: SimTime) {
         for flow in 0..self.msgs.len() as FlowId {
+            if self.settle_nic_side(flow, end) {
+                continue;
+            }
             let m = &self.msgs[flow as usize];
             if m.t[T_RUNG] != u64::MAX && m.t[T_DOORBELL] == u64::MAX && self.folds_posting(m.mode)
             {

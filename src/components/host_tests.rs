@@ -503,6 +503,128 @@ fn folded_posting_matches_the_stepped_posting() {
     }
 }
 
+/// The NIC's side of a send computed at the hand-off (`host_nic_side.rs`: the doorbell,
+/// the WQE fetch, the send engine and the payload's first read as one wake-up) gives
+/// every message the stepped pipeline's timestamps and ready time, and every NIC its
+/// counts: in each posting mode, with host and GPU memory, with WQE fetches and with
+/// BlueFlame (inline data then too), for messages of every size posted in bursts and
+/// alone on four NICs, whether the run goes to the end or stops between the steps
+/// (`settle_posting` then counts what the steps had reached). A burst of more messages
+/// than read slots marks the pipeline for a stepped run instead.
+#[test]
+fn folded_nic_side_matches_the_stepped_one() {
+    let mut next = xorshift(0x5851_f42d);
+    let mut cases = 0;
+    for mode in [
+        PostingMode::Cpu,
+        PostingMode::CpuGdr,
+        PostingMode::CpuProxy,
+        PostingMode::Gpu,
+    ] {
+        for memory in [MemoryKind::Host, MemoryKind::Gpu] {
+            for blueflame in [false, true] {
+                let mut c = cfg();
+                c.posting = mode;
+                c.memory_source = memory;
+                c.memory_destination = memory;
+                c.gpu_posting_threads = 1;
+                c.blueflame = blueflame;
+                c.inline_max = if blueflame { 64 } else { 0 };
+                if c.data_path(0, mode, memory).is_err() {
+                    continue;
+                }
+                let msgs: Vec<Message> = (0..60)
+                    .map(|i| Message {
+                        src: (i % 4) as u32,
+                        dst: ((i + 1) % 4) as u32,
+                        size: [0, 64, 4096, 1 << 20][next(4) as usize],
+                        workload: 0,
+                    })
+                    .collect();
+                let mut posts: Vec<(FlowId, SimTime)> = (0..60)
+                    .map(|f| {
+                        let t = if next(3) == 0 {
+                            1_000_000
+                        } else {
+                            next(20_000_000)
+                        };
+                        (f as FlowId, SimTime(t))
+                    })
+                    .collect();
+                posts.sort_by_key(|&(f, t)| (t, f));
+                // Cuts at a random time, and at each step of one message, a picosecond
+                // before and at it.
+                let probe = pipeline_run(&c, &msgs, &posts, true, SimTime(u64::MAX));
+                let t = probe.0.msgs[7].t;
+                let mut cuts = vec![SimTime(u64::MAX), SimTime(next(20_000_000))];
+                for stamp in [T_DOORBELL, T_FETCHED, T_READY] {
+                    cuts.push(SimTime(t[stamp] - 1));
+                    cuts.push(SimTime(t[stamp]));
+                }
+                for until in cuts {
+                    let what = format!(
+                        "{mode:?}, {memory:?} memory, blueflame {blueflame}, until {until}"
+                    );
+                    let stepped = pipeline_run(&c, &msgs, &posts, true, until);
+                    let folded = pipeline_run(&c, &msgs, &posts, false, until);
+                    assert!(folded.0.folds_nic_side(mode), "{what}");
+                    assert!(!folded.0.nic_side_overflowed(), "{what}");
+                    assert_eq!(stepped.1, folded.1, "{what}: ready times");
+                    for f in 0..60 {
+                        assert_eq!(
+                            stepped.0.msgs[f].t, folded.0.msgs[f].t,
+                            "{what}: message {f}"
+                        );
+                    }
+                    for n in 0..4 {
+                        assert_eq!(
+                            format!("{:?}", stepped.0.nics[n].stats),
+                            format!("{:?}", folded.0.nics[n].stats),
+                            "{what}: NIC {n}"
+                        );
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert!(cases >= 8 * 8);
+    // Twelve messages posted at once through one NIC with two read slots: their
+    // stretches from doorbell to ready overlap (a WQE every 250 ns, a read about 1 us).
+    let mut c = cfg();
+    let burst: Vec<(FlowId, SimTime)> = (0..12).map(|f| (f, SimTime::ZERO)).collect();
+    let msgs = vec![msg(4096); 12];
+    c.max_outstanding_reads = 2;
+    let (p, _) = pipeline_run(&c, &msgs, &burst, false, SimTime(u64::MAX));
+    assert!(
+        p.nic_side_overflowed(),
+        "two read slots for twelve messages"
+    );
+    c.max_outstanding_reads = 64;
+    let (p, _) = pipeline_run(&c, &msgs, &burst, false, SimTime(u64::MAX));
+    assert!(!p.nic_side_overflowed(), "64 read slots");
+}
+
+/// A pipeline of `msgs` driven through `posts` until `until` (settled there when cut),
+/// with every step a wake-up (`stepped`: `fold` off) or as folded as it goes; its
+/// ready times.
+fn pipeline_run(
+    c: &HostConfig,
+    msgs: &[Message],
+    posts: &[(FlowId, SimTime)],
+    stepped: bool,
+    until: SimTime,
+) -> (HostPipeline, Vec<(SimTime, FlowId)>) {
+    let mut p = HostPipeline::new(c, 4, MTU, false, msgs.iter().copied(), &[None]);
+    p.fold = !stepped;
+    let mut ready = drive_posts(&mut p, posts, until);
+    if until != SimTime(u64::MAX) {
+        p.settle_posting(until);
+    }
+    ready.sort();
+    (p, ready)
+}
+
 /// A polling consumer's send CQE computed ahead (`send_completed`) counts as the stepped
 /// one does (completions, PCIe bytes, the consumer's core and activity) once the end of
 /// the run settles it, closes the message's send side at its time, and gives the run's

@@ -948,15 +948,7 @@ pub fn run(
                         }
                         lock(&shared.logs[nb][m]).append(&mut part.pool_log);
                         shared.events[m].store(sim.q.events_processed(), Ordering::SeqCst);
-                        halt = if st.livelock {
-                            Some("the livelock check stopped a partition")
-                        } else if st.watchdog_stop.is_some() {
-                            Some("the watchdog stopped a partition")
-                        } else if st.out_of_memory.is_some() {
-                            Some("the memory budget stopped a partition")
-                        } else {
-                            None
-                        };
+                        halt = st.halt_reason(sim.hostm.as_ref());
                     };
                     shared.worked_ns[m].store(worked.as_nanos() as u64, Ordering::SeqCst);
                     shared.waited_ns[m].store(waited.as_nanos() as u64, Ordering::SeqCst);

@@ -60,11 +60,48 @@ impl LoopState {
     }
 }
 
+impl LoopState {
+    /// Why a split run's partition stops at its next meeting, if it must: the livelock
+    /// check, the watchdog or the memory budget stopped it, or its NICs' sends must go
+    /// again stepped (`HostPipeline::nic_side_overflowed`, the host model `hostm`).
+    pub fn halt_reason(&self, hostm: Option<&HostPipeline>) -> Option<&'static str> {
+        if self.livelock {
+            Some("the livelock check stopped a partition")
+        } else if self.watchdog_stop.is_some() {
+            Some("the watchdog stopped a partition")
+        } else if self.out_of_memory.is_some() {
+            Some("the memory budget stopped a partition")
+        } else if hostm.is_some_and(HostPipeline::nic_side_overflowed) {
+            Some("a NIC's DMA reads would have waited for a read slot (max_outstanding_reads)")
+        } else {
+            None
+        }
+    }
+}
+
 impl Sim {
     /// Runs until no work is left or `duration` has elapsed.
     pub fn run(mut self) -> RunOutput {
         let mut st = LoopState::new(self.sc.duration);
         self.advance(&mut st, None);
+        if self
+            .hostm
+            .as_ref()
+            .is_some_and(HostPipeline::nic_side_overflowed)
+        {
+            // A NIC's DMA reads could have waited for a slot: the sends' NIC side
+            // computed at their hand-off may not be the steps' (`host_nic_side.rs`), so
+            // the run goes again with the steps.
+            let sc = self.sc.clone();
+            drop(self);
+            let mut again = Sim::new(&sc);
+            again
+                .hostm
+                .as_mut()
+                .expect("the host model")
+                .unfold_nic_side();
+            return again.run();
+        }
         let (events, peak) = (self.q.events_processed(), self.pool.peak_live());
         self.finish(st, events, peak)
     }
@@ -125,6 +162,15 @@ impl Sim {
                     }
                 } else {
                     (st.instant, st.still) = (t, 0);
+                }
+                // A run that must go again with the NIC's steps stops here (`run`).
+                if HOST
+                    && self
+                        .hostm
+                        .as_ref()
+                        .is_some_and(HostPipeline::nic_side_overflowed)
+                {
+                    return false;
                 }
                 // A split run's progress is told by its driver, for all partitions.
                 if let Some(p) = PROGRESS.get().filter(|_| self.part.is_none()) {

@@ -4,7 +4,9 @@
 //! model's collective, a time series of host ports and a run cut short by `duration`.
 //! Likewise a host's port keeps the IB credits on their way back to it, with an event
 //! only while it waits for them (`Sim::take_credits`): the results of an event per
-//! return, with fewer events.
+//! return, with fewer events. And a send's NIC side computed at its hand-off
+//! (`components::host_nic_side`): the results of its steps, with fewer events, or the
+//! steps themselves when a NIC's read slots could have made a read wait.
 
 use super::Sim;
 use crate::metrics::{summarize, Summary};
@@ -228,4 +230,76 @@ fn a_time_series_stops_where_the_run_would_cut_it() {
             out.samples.capacity()
         );
     }
+}
+
+/// A 2 x 2 server ring allreduce under the host model (NCCL's proxy, GPU memory), and
+/// `host` in its host section: its results with each send's NIC side computed at the
+/// hand-off, and stepped (`unfold`); and the event counts.
+fn nic_side_results(host: &str, extra: &str, unfold: bool) -> (Results, u64) {
+    let sc = parse(&format!(
+        "name: t\nseed: 1\n{extra}\
+         topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 4, \
+         host_link: {{ rate: 400Gbps, latency: 100ns }}, fabric_link: {{ rate: 400Gbps, latency: 300ns }} }}\n\
+         switch: {{ latency: 300ns, forwarding: cut_through }}\n\
+         packet: {{ mtu: 4096B, encapsulation: ib }}\n\
+         flow_control: {{ mode: ib_credit }}\n\
+         host: {{ gpus_per_host: 2, nics_per_host: 2, wiring: rail, memory: gpu, {host} }}\n\
+         timeseries: {{ interval: 200ns, ports: [\"host0->leaf0\"], flows: [0] }}\n\
+         workload:\n  - collective: {{ op: allreduce, algorithm: ring, size: 1MiB, iters: 2, \
+         warmup_iters: 1, channels: 2 }}\n  - stream: {{ src: 1, dst: 6, size: 8KiB, count: 20 }}\n"
+    ));
+    run_with(&sc, |sim| {
+        if unfold {
+            sim.hostm.as_mut().expect("a host model").unfold_nic_side();
+        }
+    })
+}
+
+#[test]
+fn a_sends_nic_side_computed_at_the_hand_off_changes_nothing_but_the_event_count() {
+    for host in [
+        "posting: cpu_proxy",
+        "posting: cpu_gdr, completion: interrupt",
+        "posting: gpu, gpu_posting_threads: 1, blueflame: true, inline_max: 64B",
+    ] {
+        // Whole, and cut while the first iteration's sends are on their way.
+        for extra in ["", "duration: 9us\n"] {
+            let (folded, fewer) = nic_side_results(host, extra, false);
+            let (stepped, all) = nic_side_results(host, extra, true);
+            assert_eq!(
+                folded.0, stepped.0,
+                "{host} {extra}: summary.json but its events differ"
+            );
+            assert_eq!(
+                folded.1, stepped.1,
+                "{host} {extra}: the time series differ"
+            );
+            assert_eq!(
+                folded.2, stepped.2,
+                "{host} {extra}: a port's counters differ"
+            );
+            assert_eq!(folded.0.stopped_by_duration, !extra.is_empty());
+            assert!(
+                fewer < all,
+                "{host} {extra}: {fewer} events folded, {all} stepped"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_nic_with_fewer_read_slots_than_sends_in_flight_runs_stepped() {
+    // Twenty 8 KiB messages posted at once through one NIC (a WQE every 250 ns, each
+    // holding a read slot for about a microsecond from its doorbell): two slots are
+    // too few, and the run goes again with the steps, which it then is (the same
+    // event count); 64 are enough.
+    let host = "posting: cpu_proxy, nic: { max_outstanding_reads: 2 }";
+    let (again, events) = nic_side_results(host, "", false);
+    let (stepped, all) = nic_side_results(host, "", true);
+    assert_eq!(again.0, stepped.0);
+    assert_eq!(again.1, stepped.1);
+    assert_eq!(events, all, "the run went again stepped");
+    let (_, fewer) = nic_side_results("posting: cpu_proxy", "", false);
+    let (_, all) = nic_side_results("posting: cpu_proxy", "", true);
+    assert!(fewer < all);
 }
