@@ -22,8 +22,14 @@
 //! Every timestamp and count is the stepped pipeline's: the counts are taken when the
 //! work request is ready, or at the end of a run that stops before
 //! (`settle_posting`), for the steps reached by then. The test
-//! `folded_nic_side_matches_the_stepped_one` compares the two. Sources as in
-//! `components::host`.
+//! `folded_nic_side_matches_the_stepped_one` compares the two. One thing may differ:
+//! the ready wake-up is numbered by its NIC at the hand-off, where the steps number
+//! their last one later (`engine`: equal times go by source, then by that number), so
+//! two of a NIC's messages ready at the same picosecond (a 1,000 B message and an empty
+//! one after it, with a send engine as slow as the payload's read) reach their queue
+//! pairs in hand-off order, where the steps could take them the other way round. Both
+//! are one picosecond's order of simultaneous events, deterministic either way; no
+//! reference result (`results/`) changed. Sources as in `components::host`.
 
 use super::{HostAction, HostPipeline, HostWake, ST_READY, T_DOORBELL, T_FETCHED, T_RUNG};
 use crate::engine::FlowId;

@@ -399,6 +399,31 @@ fn drive_posts(
     ready
 }
 
+/// Sixty messages of 0 B to 1 MiB over four NICs, and their posts in time order: bursts
+/// at the same picosecond, and posts spread over 20 us.
+fn messages_and_posts(next: &mut impl FnMut(u64) -> u64) -> (Vec<Message>, Vec<(FlowId, SimTime)>) {
+    let msgs = (0..60)
+        .map(|i| Message {
+            src: (i % 4) as u32,
+            dst: ((i + 1) % 4) as u32,
+            size: [0, 64, 4096, 1 << 20][next(4) as usize],
+            workload: 0,
+        })
+        .collect();
+    let mut posts: Vec<(FlowId, SimTime)> = (0..60)
+        .map(|f| {
+            let t = if next(3) == 0 {
+                1_000_000
+            } else {
+                next(20_000_000)
+            };
+            (f as FlowId, SimTime(t))
+        })
+        .collect();
+    posts.sort_by_key(|&(f, t)| (t, f));
+    (msgs, posts)
+}
+
 /// With one posting context and a doorbell a WQE, the posting computed at the hand-off
 /// (`host_posting.rs`) gives every message the stepped posting's timestamps and ready
 /// time, and every NIC its counts (doorbells, PCIe bytes, CPU time, activity span): in
@@ -425,26 +450,7 @@ fn folded_posting_matches_the_stepped_posting() {
             if c.data_path(0, mode, memory).is_err() {
                 continue;
             }
-            let msgs: Vec<Message> = (0..60)
-                .map(|i| Message {
-                    src: (i % 4) as u32,
-                    dst: ((i + 1) % 4) as u32,
-                    size: [0, 64, 4096, 1 << 20][next(4) as usize],
-                    workload: 0,
-                })
-                .collect();
-            // Bursts of posts at the same picosecond, and posts spread over 20 us.
-            let mut posts: Vec<(FlowId, SimTime)> = (0..60)
-                .map(|f| {
-                    let t = if next(3) == 0 {
-                        1_000_000
-                    } else {
-                        next(20_000_000)
-                    };
-                    (f as FlowId, SimTime(t))
-                })
-                .collect();
-            posts.sort_by_key(|&(f, t)| (t, f));
+            let (msgs, posts) = messages_and_posts(&mut next);
             for until in [SimTime(u64::MAX), SimTime(3_000_000), SimTime(9_500_000)] {
                 let mut stepped = HostPipeline::new(&c, 4, MTU, false, msgs.clone(), &[None]);
                 stepped.fold = false;
@@ -533,25 +539,7 @@ fn folded_nic_side_matches_the_stepped_one() {
                 if c.data_path(0, mode, memory).is_err() {
                     continue;
                 }
-                let msgs: Vec<Message> = (0..60)
-                    .map(|i| Message {
-                        src: (i % 4) as u32,
-                        dst: ((i + 1) % 4) as u32,
-                        size: [0, 64, 4096, 1 << 20][next(4) as usize],
-                        workload: 0,
-                    })
-                    .collect();
-                let mut posts: Vec<(FlowId, SimTime)> = (0..60)
-                    .map(|f| {
-                        let t = if next(3) == 0 {
-                            1_000_000
-                        } else {
-                            next(20_000_000)
-                        };
-                        (f as FlowId, SimTime(t))
-                    })
-                    .collect();
-                posts.sort_by_key(|&(f, t)| (t, f));
+                let (msgs, posts) = messages_and_posts(&mut next);
                 // Cuts at a random time, and at each step of one message, a picosecond
                 // before and at it.
                 let probe = pipeline_run(&c, &msgs, &posts, true, SimTime(u64::MAX));

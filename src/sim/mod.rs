@@ -817,7 +817,12 @@ pub fn run(sc: &Scenario) -> RunOutput {
         match parallel::run(sc, threads, parallel::min_events_per_window()) {
             Ok(out) => return out,
             Err(why) => {
-                let mut out = Sim::new(sc).run();
+                let mut sim = Sim::new(sc);
+                if why == run_loop::READS_OVERFLOWED {
+                    // The one thread would overflow too: it runs stepped at once.
+                    sim = Sim::stepped_again(sim);
+                }
+                let mut out = sim.run();
                 out.one_thread_because = Some(why);
                 return out;
             }

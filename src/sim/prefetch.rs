@@ -16,7 +16,7 @@
 
 use super::fabric::route_key;
 use super::{Sim, NO_QP};
-use crate::components::host::{HostWake, ST_PAYLOAD, ST_PROCESSED, ST_RECV_CQE};
+use crate::components::host::{HostWake, ST_PAYLOAD, ST_PROCESSED, ST_READY, ST_RECV_CQE};
 use crate::components::{OnWire, NO_PORT};
 use crate::engine::{prefetch, prefetch_lines, Event};
 use crate::packet::PktKind;
@@ -120,7 +120,7 @@ impl Sim {
                 // The stages that hand the message on read its flow: a ready request
                 // (`wr_ready`) or a landed message (`message_done`), and for a
                 // collective's transfer, the transfer's record and what it names.
-                if matches!(st, ST_PROCESSED | ST_PAYLOAD | ST_RECV_CQE) {
+                if matches!(st, ST_PROCESSED | ST_PAYLOAD | ST_READY | ST_RECV_CQE) {
                     let Some(f) = self.flows.get(flow as usize) else {
                         return;
                     };

@@ -72,14 +72,40 @@ impl LoopState {
         } else if self.out_of_memory.is_some() {
             Some("the memory budget stopped a partition")
         } else if hostm.is_some_and(HostPipeline::nic_side_overflowed) {
-            Some("a NIC's DMA reads would have waited for a read slot (max_outstanding_reads)")
+            Some(READS_OVERFLOWED)
         } else {
             None
         }
     }
 }
 
+/// Why a split run went on one thread: a partition's NIC would have had more messages
+/// between doorbell and ready than read slots (`HostPipeline::nic_side_overflowed`).
+pub(super) const READS_OVERFLOWED: &str =
+    "a NIC's DMA reads would have waited for a read slot (max_outstanding_reads)";
+
 impl Sim {
+    /// A new run of `sim`'s scenario with every send's NIC side stepped
+    /// (`HostPipeline::unfold_nic_side`), and the ways `sim` was set to run (tests'
+    /// comparisons) kept; `sim` is dropped first.
+    pub(super) fn stepped_again(sim: Sim) -> Sim {
+        let (sc, marks, credits, deep) = (
+            sim.sc.clone(),
+            sim.mark_every_tx_end,
+            sim.credit_event_per_return,
+            sim.deep_prefetch,
+        );
+        drop(sim);
+        let mut again = Sim::new(&sc);
+        again.mark_every_tx_end = marks;
+        again.credit_event_per_return = credits;
+        again.deep_prefetch = deep;
+        if let Some(h) = again.hostm.as_mut() {
+            h.unfold_nic_side();
+        }
+        again
+    }
+
     /// Runs until no work is left or `duration` has elapsed.
     pub fn run(mut self) -> RunOutput {
         let mut st = LoopState::new(self.sc.duration);
@@ -92,15 +118,7 @@ impl Sim {
             // A NIC's DMA reads could have waited for a slot: the sends' NIC side
             // computed at their hand-off may not be the steps' (`host_nic_side.rs`), so
             // the run goes again with the steps.
-            let sc = self.sc.clone();
-            drop(self);
-            let mut again = Sim::new(&sc);
-            again
-                .hostm
-                .as_mut()
-                .expect("the host model")
-                .unfold_nic_side();
-            return again.run();
+            return Sim::stepped_again(self).run();
         }
         let (events, peak) = (self.q.events_processed(), self.pool.peak_live());
         self.finish(st, events, peak)

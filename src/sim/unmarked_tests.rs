@@ -236,7 +236,16 @@ fn a_time_series_stops_where_the_run_would_cut_it() {
 /// `host` in its host section: its results with each send's NIC side computed at the
 /// hand-off, and stepped (`unfold`); and the event counts.
 fn nic_side_results(host: &str, extra: &str, unfold: bool) -> (Results, u64) {
-    let sc = parse(&format!(
+    run_with(&nic_side_scenario(host, extra), |sim| {
+        if unfold {
+            sim.hostm.as_mut().expect("a host model").unfold_nic_side();
+        }
+    })
+}
+
+/// The scenario of [`nic_side_results`].
+fn nic_side_scenario(host: &str, extra: &str) -> Scenario {
+    parse(&format!(
         "name: t\nseed: 1\n{extra}\
          topology: {{ leaves: 2, spines: 2, hosts_per_leaf: 4, \
          host_link: {{ rate: 400Gbps, latency: 100ns }}, fabric_link: {{ rate: 400Gbps, latency: 300ns }} }}\n\
@@ -247,12 +256,7 @@ fn nic_side_results(host: &str, extra: &str, unfold: bool) -> (Results, u64) {
          timeseries: {{ interval: 200ns, ports: [\"host0->leaf0\"], flows: [0] }}\n\
          workload:\n  - collective: {{ op: allreduce, algorithm: ring, size: 1MiB, iters: 2, \
          warmup_iters: 1, channels: 2 }}\n  - stream: {{ src: 1, dst: 6, size: 8KiB, count: 20 }}\n"
-    ));
-    run_with(&sc, |sim| {
-        if unfold {
-            sim.hostm.as_mut().expect("a host model").unfold_nic_side();
-        }
-    })
+    ))
 }
 
 #[test]
@@ -299,6 +303,12 @@ fn a_nic_with_fewer_read_slots_than_sends_in_flight_runs_stepped() {
     assert_eq!(again.0, stepped.0);
     assert_eq!(again.1, stepped.1);
     assert_eq!(events, all, "the run went again stepped");
+    // Split, a partition halts and the run goes on one thread, stepped at once.
+    let sc = nic_side_scenario(host, "");
+    assert_eq!(
+        super::parallel::run(&sc, 2, 0).err(),
+        Some(super::run_loop::READS_OVERFLOWED)
+    );
     let (_, fewer) = nic_side_results("posting: cpu_proxy", "", false);
     let (_, all) = nic_side_results("posting: cpu_proxy", "", true);
     assert!(fewer < all);
