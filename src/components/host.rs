@@ -791,12 +791,7 @@ impl HostPipeline {
         if self.cfg.blueflame && len == 1 {
             let msg = self.msg(head);
             // The WQE (with any inline payload) rode on the doorbell write.
-            let inline = if msg.size <= self.cfg.inline_max {
-                msg.size
-            } else {
-                0
-            };
-            let bytes = self.cfg.wqe_bytes + inline;
+            let bytes = self.fetch_bytes(head);
             self.nics[msg.src as usize].stats.pcie_bytes += bytes;
             self.msgs[head as usize].t[T_FETCHED] = now.0;
             self.process(now, head, out);
@@ -848,10 +843,8 @@ impl HostPipeline {
             let mut bytes = 0;
             let mut f = flow;
             while f != NONE {
-                let m = &self.msgs[f as usize];
-                let size = m.msg.size;
-                bytes += cfg.wqe_bytes + if size <= cfg.inline_max { size } else { 0 };
-                f = m.next_in_batch;
+                bytes += self.fetch_bytes(f);
+                f = self.msgs[f as usize].next_in_batch;
             }
             let stats = &mut self.nics[msg.src as usize].stats;
             stats.wqe_fetches += 1;

@@ -113,8 +113,9 @@ impl HostPipeline {
         });
     }
 
-    /// Bytes of `flow`'s WQE fetch: the WQE and any inline payload.
-    fn fetch_bytes(&self, flow: FlowId) -> u64 {
+    /// Bytes of `flow`'s WQE fetch (or of its BlueFlame doorbell write): the WQE and any
+    /// inline payload.
+    pub(super) fn fetch_bytes(&self, flow: FlowId) -> u64 {
         let size = self.msg(flow).size;
         self.cfg.wqe_bytes + if size <= self.cfg.inline_max { size } else { 0 }
     }

@@ -434,12 +434,7 @@ fn messages_and_posts(next: &mut impl FnMut(u64) -> u64) -> (Vec<Message>, Vec<(
 fn folded_posting_matches_the_stepped_posting() {
     let mut next = xorshift(0x9e37_79b9);
     let mut folded_somewhere = false;
-    for mode in [
-        PostingMode::Cpu,
-        PostingMode::CpuGdr,
-        PostingMode::CpuProxy,
-        PostingMode::Gpu,
-    ] {
+    for mode in MODES {
         for memory in [MemoryKind::Host, MemoryKind::Gpu] {
             let mut c = cfg();
             c.posting = mode;
@@ -521,12 +516,7 @@ fn folded_posting_matches_the_stepped_posting() {
 fn folded_nic_side_matches_the_stepped_one() {
     let mut next = xorshift(0x5851_f42d);
     let mut cases = 0;
-    for mode in [
-        PostingMode::Cpu,
-        PostingMode::CpuGdr,
-        PostingMode::CpuProxy,
-        PostingMode::Gpu,
-    ] {
+    for mode in MODES {
         for memory in [MemoryKind::Host, MemoryKind::Gpu] {
             for blueflame in [false, true] {
                 let mut c = cfg();
