@@ -131,8 +131,10 @@ impl HostPipeline {
     /// doorbell's and the fetch's (PCIe bytes, the fetch) at the doorbell, the payload
     /// read's bytes when the send engine is done. Stamps past `by` are taken back.
     fn count_nic_side(&mut self, flow: FlowId, by: SimTime) {
-        let m = self.msgs[flow as usize];
-        let doorbell = SimTime(m.t[T_DOORBELL]);
+        let m = &self.msgs[flow as usize];
+        let (doorbell, fetched, processed) =
+            (SimTime(m.t[T_DOORBELL]), m.t[T_FETCHED], m.processed);
+        let (size, src) = (m.msg.size, m.msg.src);
         if doorbell > by {
             // The doorbell had not reached the NIC: the posting counts what it did.
             let t = &mut self.msgs[flow as usize].t;
@@ -143,16 +145,16 @@ impl HostPipeline {
         }
         self.count_posting(flow, doorbell);
         let fetch = self.fetch_bytes(flow);
-        let payload = m.msg.size > self.cfg.inline_max && !self.read;
-        let stats = &mut self.nics[m.msg.src as usize].stats;
+        let payload = size > self.cfg.inline_max && !self.read;
+        let stats = &mut self.nics[src as usize].stats;
         if !self.cfg.blueflame {
             stats.wqe_fetches += 1;
         }
         stats.pcie_bytes += fetch;
-        if payload && m.processed <= by.0 {
-            stats.pcie_bytes += m.msg.size;
+        if payload && processed <= by.0 {
+            stats.pcie_bytes += size;
         }
-        if m.t[T_FETCHED] > by.0 {
+        if fetched > by.0 {
             self.msgs[flow as usize].t[T_FETCHED] = u64::MAX;
         }
     }

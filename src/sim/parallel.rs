@@ -948,7 +948,7 @@ pub fn run(
                         }
                         lock(&shared.logs[nb][m]).append(&mut part.pool_log);
                         shared.events[m].store(sim.q.events_processed(), Ordering::SeqCst);
-                        halt = st.halt_reason(sim.hostm.as_ref());
+                        halt = st.halt_reason(sim.must_rerun_stepped());
                     };
                     shared.worked_ns[m].store(worked.as_nanos() as u64, Ordering::SeqCst);
                     shared.waited_ns[m].store(waited.as_nanos() as u64, Ordering::SeqCst);

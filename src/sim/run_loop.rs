@@ -58,20 +58,18 @@ impl LoopState {
             budget: MEMORY_BUDGET.get().copied(),
         }
     }
-}
 
-impl LoopState {
     /// Why a split run's partition stops at its next meeting, if it must: the livelock
     /// check, the watchdog or the memory budget stopped it, or its NICs' sends must go
-    /// again stepped (`HostPipeline::nic_side_overflowed`, the host model `hostm`).
-    pub fn halt_reason(&self, hostm: Option<&HostPipeline>) -> Option<&'static str> {
+    /// again stepped (`rerun_stepped`).
+    pub fn halt_reason(&self, rerun_stepped: bool) -> Option<&'static str> {
         if self.livelock {
             Some("the livelock check stopped a partition")
         } else if self.watchdog_stop.is_some() {
             Some("the watchdog stopped a partition")
         } else if self.out_of_memory.is_some() {
             Some("the memory budget stopped a partition")
-        } else if hostm.is_some_and(HostPipeline::nic_side_overflowed) {
+        } else if rerun_stepped {
             Some(READS_OVERFLOWED)
         } else {
             None
@@ -85,6 +83,15 @@ pub(super) const READS_OVERFLOWED: &str =
     "a NIC's DMA reads would have waited for a read slot (max_outstanding_reads)";
 
 impl Sim {
+    /// Whether this run must go again with every send's NIC side stepped: a NIC would
+    /// have had more messages between doorbell and ready than read slots, so a read
+    /// computed at its hand-off may have waited (`HostPipeline::nic_side_overflowed`).
+    pub(super) fn must_rerun_stepped(&self) -> bool {
+        self.hostm
+            .as_ref()
+            .is_some_and(HostPipeline::nic_side_overflowed)
+    }
+
     /// A new run of `sim`'s scenario with every send's NIC side stepped
     /// (`HostPipeline::unfold_nic_side`), and the ways `sim` was set to run (tests'
     /// comparisons) kept; `sim` is dropped first.
@@ -110,11 +117,7 @@ impl Sim {
     pub fn run(mut self) -> RunOutput {
         let mut st = LoopState::new(self.sc.duration);
         self.advance(&mut st, None);
-        if self
-            .hostm
-            .as_ref()
-            .is_some_and(HostPipeline::nic_side_overflowed)
-        {
+        if self.must_rerun_stepped() {
             // A NIC's DMA reads could have waited for a slot: the sends' NIC side
             // computed at their hand-off may not be the steps' (`host_nic_side.rs`), so
             // the run goes again with the steps.
@@ -182,12 +185,7 @@ impl Sim {
                     (st.instant, st.still) = (t, 0);
                 }
                 // A run that must go again with the NIC's steps stops here (`run`).
-                if HOST
-                    && self
-                        .hostm
-                        .as_ref()
-                        .is_some_and(HostPipeline::nic_side_overflowed)
-                {
+                if HOST && self.must_rerun_stepped() {
                     return false;
                 }
                 // A split run's progress is told by its driver, for all partitions.
