@@ -110,6 +110,24 @@ impl QueuePair {
         prefetch(&self.dead);
     }
 
+    /// Starts loading what a work request that became ready reads, at depth `stage`:
+    /// the requester's state and the pipeline of posted requests, then the request at
+    /// the pipeline's front (read from the line the stage before brought). A hint only.
+    #[inline(always)]
+    pub fn prefetch_pipeline(&self, stage: usize) {
+        match stage {
+            0 => {
+                crate::engine::prefetch(&self.pipeline);
+                self.prefetch_hot(true);
+            }
+            _ => {
+                if let Some(front) = self.pipeline.front() {
+                    crate::engine::prefetch(front);
+                }
+            }
+        }
+    }
+
     /// A queue pair opening at `now` between hosts `src` and `dst`, its receiver with
     /// `recv_wqes` receive WQEs posted (the requester learns them as credits), on links
     /// of `line_rate_bps`.
