@@ -168,7 +168,7 @@ impl Sim {
                 }
             }
             Event::CollArrive { run, xfer } | Event::CollDone { run, xfer } => {
-                // What the record names is read from it two stages after it was asked
+                // What the record names is read from it three stages after it was asked
                 // for, not one: a pop apart, the record was mostly not in yet.
                 let at = match stage {
                     0 => 0,
